@@ -1,0 +1,3 @@
+//! matchshim: MPI message matching in Rust queues, under unmodified MPI programs.
+
+pub mod matching;

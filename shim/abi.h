@@ -1,0 +1,18 @@
+/* MPI constants that mpi.h defines as macros, gathered into one object whose layout bindgen
+ * reads, so the Rust side stays free of ABI assumptions (MPICH: ints, Open MPI: pointers). */
+#include <mpi.h>
+
+struct ms_abi {
+    MPI_Comm comm_world, comm_self, comm_null;
+    MPI_Request request_null;
+    MPI_Message message_null, message_no_proc;
+    MPI_Datatype byte, packed, datatype_null, uint64;
+    MPI_Op op_sum, op_max;
+    MPI_Status *status_ignore, *statuses_ignore;
+    int any_source, any_tag, proc_null, undefined, tag_ub_key;
+    int success, err_buffer, err_count, err_type, err_tag, err_comm, err_rank, err_request,
+        err_truncate, err_in_status, err_pending, err_other, err_intern, err_arg;
+    int thread_single, thread_multiple;
+};
+
+extern const struct ms_abi ms_abi;

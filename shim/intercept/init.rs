@@ -1,0 +1,94 @@
+//! `MPI_Init*`, `MPI_Finalize` and communicator release.
+
+use super::intercept;
+use crate::ffi::*;
+use crate::runtime::config::Config;
+use crate::runtime::{install, report, runtime, take_for_finalize};
+use std::os::raw::{c_char, c_int};
+
+/// A build for one MPI loaded under a program of the other would crash in its first call.
+fn check_mpi_matches() -> Result<(), String> {
+    let foreign = if cfg!(mpich) { "ompi_mpi_comm_world" } else { "MPIR_Err_create_code" };
+    let symbol = std::ffi::CString::new(foreign).unwrap();
+    // SAFETY: dlsym with a valid C string.
+    let present = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).is_null() };
+    if present {
+        let other = if cfg!(mpich) { "Open MPI (MPICC=mpicc.openmpi)" } else { "MPICH (MPICC=mpicc.mpich)" };
+        return Err(format!(
+            "this libmatchshim.so was built for {BUILT_FOR} but the program uses another MPI; \
+             rebuild it for {other}"
+        ));
+    }
+    Ok(())
+}
+
+fn stop(message: &str) -> ! {
+    eprintln!("matchshim: {message}");
+    std::process::exit(1);
+}
+
+unsafe fn init(start: impl FnOnce() -> c_int) -> c_int {
+    if let Err(message) = check_mpi_matches() {
+        stop(&message);
+    }
+    let config = Config::from_vars(std::env::vars()).unwrap_or_else(|message| stop(&message));
+    let err = start();
+    if err == abi().success {
+        let mut provided = 0;
+        PMPI_Query_thread(&mut provided);
+        install(config, provided);
+    }
+    err
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    init(|| PMPI_Init(argc, argv))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Init_thread(
+    argc: *mut c_int,
+    argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    init(|| PMPI_Init_thread(argc, argv, required, provided))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    if let Some(rt) = take_for_finalize() {
+        let totals = rt.totals();
+        if let Some(path) = &rt.config.report {
+            if let Err(e) = report::append(path, &report::RankReport::new(rt, &totals)) {
+                eprintln!("matchshim: cannot write the report to {}: {e}", path.display());
+            }
+        }
+        if rt.config.verbose {
+            if let Some(line) = report::summary_line(rt, &totals) {
+                eprintln!("{line}");
+            }
+        }
+    }
+    PMPI_Finalize()
+}
+
+intercept!(fn MPI_Comm_free(comm: *mut MPI_Comm) via PMPI_Comm_free, |rt| {
+    rt.forget_comm(*comm);
+    PMPI_Comm_free(comm)
+});
+
+intercept!(fn MPI_Comm_disconnect(comm: *mut MPI_Comm) via PMPI_Comm_disconnect, |rt| {
+    rt.forget_comm(*comm);
+    PMPI_Comm_disconnect(comm)
+});
+
+/// The engine in use, for programs linked with `-lmatchshim` (see include/matchshim.h).
+#[no_mangle]
+pub extern "C" fn matchshim_engine() -> *const c_char {
+    match runtime() {
+        Some(rt) => rt.engine_name.as_ptr(),
+        None => c"".as_ptr(),
+    }
+}

@@ -1,0 +1,270 @@
+//! Per-communicator matching state: the engine, the messages pulled out of MPI, and the
+//! receives waiting for them.
+
+use super::pmpi::{self, improbe_any};
+use super::recv::{Mode, RecvOp, RecvState};
+use super::Runtime;
+use crate::ffi::*;
+use crate::matching::{
+    build_engine, Class, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
+};
+use parking_lot::Mutex;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+
+/// Vec-backed storage whose keys are stable while an entry lives (the engines' element ids).
+pub struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Slab<T> {
+    pub fn new() -> Self {
+        Slab { slots: Vec::new(), free: Vec::new() }
+    }
+
+    /// The key the next `insert` will use.
+    pub fn vacant_key(&self) -> usize {
+        self.free.last().copied().unwrap_or(self.slots.len())
+    }
+
+    pub fn insert(&mut self, value: T) -> usize {
+        match self.free.pop() {
+            Some(key) => {
+                self.slots[key] = Some(value);
+                key
+            }
+            None => {
+                self.slots.push(Some(value));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: usize) -> Option<T> {
+        let value = self.slots.get_mut(key)?.take();
+        if value.is_some() {
+            self.free.push(key);
+        }
+        value
+    }
+
+    pub fn get(&self, key: usize) -> Option<&T> {
+        self.slots.get(key)?.as_ref()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+/// A message the shim pulled out of MPI that no receive wanted yet.
+pub struct Arrived {
+    pub message: MPI_Message,
+    pub status: MPI_Status,
+}
+
+pub struct Queues {
+    engine: Box<dyn MatchEngine>,
+    arrived: Slab<Arrived>,
+    posted: Slab<Arc<RecvOp>>,
+    /// Matched receives whose payload MPI is still moving.
+    receiving: Vec<Arc<RecvOp>>,
+    /// Nanoseconds spent inside the engine.
+    pub match_ns: u64,
+}
+
+/// What posting a receive found.
+pub enum Posted {
+    /// An unexpected message matched at once.
+    Found(Arrived),
+    /// The receive waits in the posted-receive queue.
+    Queued(Arc<RecvOp>),
+}
+
+pub struct Comm {
+    pub handle: MPI_Comm,
+    /// Valid source ranks are `0..size` (the remote group of an inter-communicator).
+    pub size: c_int,
+    pub queues: Mutex<Queues>,
+    /// Receives of this communicator that still need the shim's progress.
+    pub pending: AtomicUsize,
+    pub listed: AtomicBool,
+}
+
+// SAFETY: MPI handles are plain values; MPI calls on them are serialised by `queues` or allowed
+// concurrently by the thread level.
+unsafe impl Send for Comm {}
+unsafe impl Sync for Comm {}
+unsafe impl Send for Queues {}
+
+pub fn point_to_point(source: c_int, tag: c_int) -> Pattern {
+    Pattern { source, tag, class: Class::PointToPoint }
+}
+
+impl Comm {
+    pub fn new(handle: MPI_Comm, size: c_int, engine: EngineKind, params: &EngineParams) -> Comm {
+        let params = EngineParams { comm_size: size.max(0) as usize, ..*params };
+        Comm {
+            handle,
+            size,
+            queues: Mutex::new(Queues {
+                engine: build_engine(engine, &params),
+                arrived: Slab::new(),
+                posted: Slab::new(),
+                receiving: Vec::new(),
+                match_ns: 0,
+            }),
+            pending: AtomicUsize::new(0),
+            listed: AtomicBool::new(false),
+        }
+    }
+
+    /// Pulls arrivals out of MPI into the engine and finishes receives whose data landed.
+    /// Skips the work when another thread is already doing it.
+    pub fn progress(self: &Arc<Self>, rt: &Runtime) {
+        if let Some(mut queues) = self.queues.try_lock() {
+            queues.drain(self, rt);
+            queues.finish_received(self, rt);
+        }
+    }
+
+    pub fn stats(&self) -> (EngineStats, u64, (usize, usize)) {
+        let queues = self.queues.lock();
+        (*queues.engine.stats(), queues.match_ns, queues.engine.queued())
+    }
+}
+
+impl Queues {
+    pub fn drain(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
+        while let Some((message, status)) = improbe_any(comm.handle) {
+            let env = Envelope {
+                source: status.MPI_SOURCE,
+                tag: status.MPI_TAG,
+                class: Class::PointToPoint,
+            };
+            let key = self.arrived.vacant_key();
+            let start = rt.clock();
+            let matched = self.engine.arrive(env, key as u64);
+            self.match_ns += rt.clock() - start;
+            match matched {
+                Some(recv) => {
+                    let op = self.posted.remove(recv as usize).expect("engine returned a live receive");
+                    self.deliver(comm, rt, op, message);
+                }
+                None => {
+                    self.arrived.insert(Arrived { message, status });
+                }
+            }
+        }
+    }
+
+    /// Posts a receive: takes the earliest matching unexpected message, or queues the
+    /// receive that `make_op` builds.
+    pub fn post(
+        &mut self,
+        comm: &Arc<Comm>,
+        rt: &Runtime,
+        want: Pattern,
+        make_op: impl FnOnce(&mut Self) -> Arc<RecvOp>,
+    ) -> Posted {
+        let key = self.posted.vacant_key();
+        let start = rt.clock();
+        let found = self.engine.post(want, key as u64);
+        self.match_ns += rt.clock() - start;
+        match found {
+            Some(msg) => Posted::Found(self.arrived.remove(msg as usize).expect("live message")),
+            None => {
+                let op = make_op(self);
+                let inserted = self.posted.insert(op.clone());
+                debug_assert_eq!(inserted, key);
+                op.set_state(RecvState::Posted(key as u64));
+                rt.add_pending(comm, 1);
+                Posted::Queued(op)
+            }
+        }
+    }
+
+    /// Probe: the earliest matching unexpected message's status; `remove` takes the message.
+    pub fn probe(&mut self, rt: &Runtime, want: Pattern, remove: bool) -> Option<Arrived> {
+        let start = rt.clock();
+        let found = self.engine.probe(want, remove);
+        self.match_ns += rt.clock() - start;
+        let key = found? as usize;
+        if remove {
+            self.arrived.remove(key)
+        } else {
+            self.arrived.get(key).map(|a| Arrived { message: a.message, status: a.status })
+        }
+    }
+
+    /// Takes a posted receive out of the queue; false if it already matched.
+    pub fn cancel(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: &RecvOp) -> bool {
+        let RecvState::Posted(key) = op.state() else {
+            return false;
+        };
+        if !self.engine.cancel(key) {
+            return false;
+        }
+        self.posted.remove(key as usize);
+        rt.add_pending(comm, -1);
+        true
+    }
+
+    /// Receives `message` into a nonblocking op that matched it outside of `drain`.
+    pub fn start_receive(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: Arc<RecvOp>, message: MPI_Message) {
+        rt.add_pending(comm, 1);
+        self.deliver(comm, rt, op, message);
+    }
+
+    fn deliver(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: Arc<RecvOp>, mut message: MPI_Message) {
+        if op.mode == Mode::Blocking {
+            op.set_state(RecvState::Matched(message));
+            rt.add_pending(comm, -1);
+            return;
+        }
+        let mut request = abi().request_null;
+        // SAFETY: the op holds the user's receive arguments.
+        let err = unsafe { pmpi::imrecv(op.buf, op.count, op.datatype, &mut message, &mut request) };
+        if err != abi().success {
+            op.finish(pmpi::zeroed_status(), err);
+            rt.add_pending(comm, -1);
+            return;
+        }
+        match pmpi::test(&mut request) {
+            Some((status, err)) => {
+                op.finish(status, err);
+                rt.add_pending(comm, -1);
+            }
+            None => {
+                op.set_state(RecvState::Receiving(request));
+                self.receiving.push(op);
+            }
+        }
+    }
+
+    fn finish_received(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
+        let before = self.receiving.len();
+        self.receiving.retain(|op| {
+            let RecvState::Receiving(mut request) = op.state() else {
+                return false;
+            };
+            match pmpi::test(&mut request) {
+                Some((status, err)) => {
+                    op.finish(status, err);
+                    false
+                }
+                None => true,
+            }
+        });
+        let finished = before - self.receiving.len();
+        if finished > 0 {
+            rt.add_pending(comm, -(finished as isize));
+        }
+    }
+
+    pub fn unexpected_len(&self) -> usize {
+        self.arrived.len()
+    }
+}

@@ -1,0 +1,106 @@
+//! Settings read once from the environment at `MPI_Init`.
+
+use crate::matching::{EngineKind, EngineParams};
+use std::path::PathBuf;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub engine: EngineKind,
+    pub params: EngineParams,
+    /// JSON Lines file that gets one report per rank at `MPI_Finalize`.
+    pub report: Option<PathBuf>,
+    /// One-line summary on rank 0's stderr at `MPI_Finalize`.
+    pub verbose: bool,
+}
+
+const KNOWN: &[&str] = &["MATCHSHIM_ENGINE", "MATCHSHIM_REPORT", "MATCHSHIM_VERBOSE"];
+
+fn bad_value(name: &str, value: &str, accepted: &str) -> String {
+    format!("{name}={value:?} is not valid; accepted values: {accepted}")
+}
+
+impl Config {
+    /// Reads `MATCHSHIM_*` from `vars`; an error names the variable and what it accepts.
+    pub fn from_vars<I>(vars: I) -> Result<Config, String>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut config = Config {
+            engine: EngineKind::Rank,
+            params: EngineParams { comm_size: 0 },
+            report: None,
+            verbose: false,
+        };
+        for (name, value) in vars {
+            if !name.starts_with("MATCHSHIM_") {
+                continue;
+            }
+            match name.as_str() {
+                "MATCHSHIM_ENGINE" => {
+                    config.engine = EngineKind::parse(&value)
+                        .ok_or_else(|| bad_value(&name, &value, &EngineKind::accepted()))?;
+                }
+                "MATCHSHIM_REPORT" => {
+                    if value.is_empty() {
+                        return Err(bad_value(&name, &value, "a file path"));
+                    }
+                    config.report = Some(PathBuf::from(value));
+                }
+                "MATCHSHIM_VERBOSE" => {
+                    config.verbose = match value.as_str() {
+                        "0" | "" => false,
+                        "1" => true,
+                        _ => return Err(bad_value(&name, &value, "0, 1")),
+                    };
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown variable {name}; known: {}",
+                        KNOWN.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_without_variables() {
+        let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
+        assert_eq!(config.engine, EngineKind::Rank);
+        assert!(config.report.is_none() && !config.verbose);
+    }
+
+    #[test]
+    fn engine_is_chosen_by_name() {
+        let config = Config::from_vars(vars(&[("MATCHSHIM_ENGINE", "list")])).unwrap();
+        assert_eq!(config.engine, EngineKind::List);
+    }
+
+    #[test]
+    fn bad_engine_names_the_variable_and_accepted_values() {
+        let err = Config::from_vars(vars(&[("MATCHSHIM_ENGINE", "fast")])).unwrap_err();
+        assert!(err.contains("MATCHSHIM_ENGINE") && err.contains("list") && err.contains("rank"));
+    }
+
+    #[test]
+    fn unknown_variable_is_an_error() {
+        let err = Config::from_vars(vars(&[("MATCHSHIM_ENGIN", "list")])).unwrap_err();
+        assert!(err.contains("MATCHSHIM_ENGIN") && err.contains("MATCHSHIM_ENGINE"));
+    }
+
+    #[test]
+    fn bad_verbose_value_is_an_error() {
+        let err = Config::from_vars(vars(&[("MATCHSHIM_VERBOSE", "yes")])).unwrap_err();
+        assert!(err.contains("MATCHSHIM_VERBOSE"));
+    }
+}

@@ -270,16 +270,20 @@ impl Runtime {
         }
     }
 
-    /// Spins on `done`, making progress, and backs off so ranks sharing cores keep moving.
+    /// Spins on `done`, making progress. After spinning for a while (tens of microseconds)
+    /// it yields the core each round, so ranks that share cores keep moving.
     pub fn wait_until(&self, focus: Option<&Arc<Comm>>, mut done: impl FnMut() -> bool) {
-        let mut idle = 0u32;
+        const SPINS_BEFORE_YIELD: u32 = 1024;
+        let mut spins = 0u32;
         loop {
             self.progress(focus);
             if done() {
                 return;
             }
-            idle = idle.saturating_add(1);
-            if idle > 64 {
+            if spins < SPINS_BEFORE_YIELD {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
                 std::thread::yield_now();
             }
         }

@@ -1,35 +1,46 @@
 //! One posted-receive list and one unexpected-message list, searched front to back (MPICH-like).
 
-use super::{Envelope, EngineStats, MatchEngine, MsgId, Pattern, RecvId};
+use super::{Envelope, MsgId, Pattern, Queues, RecvId, Single, TrafficStats};
 use std::collections::VecDeque;
 
 #[derive(Default)]
-pub struct ListEngine {
+pub struct List {
     posted: VecDeque<(Pattern, RecvId)>,
     unexpected: VecDeque<(Envelope, MsgId)>,
-    stats: EngineStats,
 }
+
+pub type ListEngine = Single<List>;
 
 impl ListEngine {
     pub fn new() -> Self {
-        let mut engine = Self::default();
-        engine.stats.set_queues(2);
-        engine
+        Single::wrap(List::default())
     }
+}
 
-    fn find_unexpected(&mut self, want: &Pattern) -> Option<usize> {
-        let found = self.unexpected.iter().position(|(env, _)| want.matches(env));
-        let depth = found.map_or(self.unexpected.len(), |i| i + 1);
-        self.stats.traffic(want.class).umq.record(depth);
+impl Default for ListEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl List {
+    fn find_unexpected(&self, want: &Pattern, traffic: &mut TrafficStats) -> Option<usize> {
+        let found = self
+            .unexpected
+            .iter()
+            .position(|(env, _)| want.matches(env));
+        traffic
+            .umq
+            .record(found.map_or(self.unexpected.len(), |i| i + 1));
         found
     }
 }
 
-impl MatchEngine for ListEngine {
-    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
-        match self.find_unexpected(&want) {
+impl Queues for List {
+    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
+        match self.find_unexpected(&want, traffic) {
             Some(i) => {
-                self.stats.traffic(want.class).matches += 1;
+                traffic.matches += 1;
                 self.unexpected.remove(i).map(|(_, msg)| msg)
             }
             None => {
@@ -39,10 +50,11 @@ impl MatchEngine for ListEngine {
         }
     }
 
-    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
         let found = self.posted.iter().position(|(want, _)| want.matches(&env));
-        let traffic = self.stats.traffic(env.class);
-        traffic.prq.record(found.map_or(self.posted.len(), |i| i + 1));
+        traffic
+            .prq
+            .record(found.map_or(self.posted.len(), |i| i + 1));
         match found {
             Some(i) => {
                 traffic.matches += 1;
@@ -56,10 +68,10 @@ impl MatchEngine for ListEngine {
         }
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
-        let i = self.find_unexpected(&want)?;
+    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
+        let i = self.find_unexpected(&want, traffic)?;
         if remove {
-            self.stats.traffic(want.class).matches += 1;
+            traffic.matches += 1;
             self.unexpected.remove(i).map(|(_, msg)| msg)
         } else {
             Some(self.unexpected[i].1)
@@ -80,7 +92,7 @@ impl MatchEngine for ListEngine {
         (self.posted.len(), self.unexpected.len())
     }
 
-    fn stats(&self) -> &EngineStats {
-        &self.stats
+    fn queues(&self) -> usize {
+        2
     }
 }

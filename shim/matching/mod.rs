@@ -4,15 +4,23 @@
 //! posted receive it fits, a receive matches the earliest arrived message it fits, wildcards
 //! included. Nothing here calls MPI, so engines are tested and benchmarked alone.
 
+mod batch;
+mod bins;
+mod col;
 mod list;
+mod pnp;
 mod rank;
+mod store;
 #[cfg(test)]
 mod tests;
 
+pub use batch::BatchEngine;
 pub use list::ListEngine;
 pub use rank::RankEngine;
 
 use serde::Serialize;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Engine-side wildcard for the source (the runtime maps `MPI_ANY_SOURCE` to it).
 pub const ANY_SOURCE: i32 = -1;
@@ -62,6 +70,78 @@ impl Pattern {
             && self.class.is_collective() == env.class.is_collective()
     }
 }
+
+/// What the engines read from a queued element (a posted pattern or an arrived envelope).
+pub(super) trait Element: Copy + Send {
+    fn source(&self) -> i32;
+    fn tag(&self) -> i32;
+    fn class(&self) -> Class;
+}
+
+impl Element for Pattern {
+    #[inline]
+    fn source(&self) -> i32 {
+        self.source
+    }
+    #[inline]
+    fn tag(&self) -> i32 {
+        self.tag
+    }
+    #[inline]
+    fn class(&self) -> Class {
+        self.class
+    }
+}
+
+impl Element for Envelope {
+    #[inline]
+    fn source(&self) -> i32 {
+        self.source
+    }
+    #[inline]
+    fn tag(&self) -> i32 {
+        self.tag
+    }
+    #[inline]
+    fn class(&self) -> Class {
+        self.class
+    }
+}
+
+/// Multiplicative hash for small integer keys (ranks, collective keys): much cheaper than SipHash
+/// and good enough, since the keys do not come from an adversary.
+#[derive(Default)]
+pub(super) struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    #[inline]
+    fn write_i32(&mut self, n: i32) {
+        self.write_u64(n as u32 as u64);
+    }
+    #[inline]
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(n as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(super) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// Cost of the searches of one queue: how many elements each search inspected.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
@@ -157,6 +237,12 @@ pub trait MatchEngine: Send {
     /// A message arrived: remove and return the earliest matching posted receive, or queue the
     /// message as unexpected.
     fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId>;
+    /// Messages arrived together, in this order: the same as `arrive` on each in turn.
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)]) -> Vec<Option<RecvId>> {
+        msgs.iter()
+            .map(|&(env, msg)| self.arrive(env, msg))
+            .collect()
+    }
     /// Probe: the earliest matching unexpected message; `remove` takes it out (matched probe).
     fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId>;
     /// Remove a posted receive that has not matched yet; false if it is not queued.
@@ -169,17 +255,52 @@ pub trait MatchEngine: Send {
 /// The engines `MATCHSHIM_ENGINE` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineKind {
+    /// One list per side (MPICH-like).
     List,
+    /// One queue per source rank (Open MPI-like).
     Rank,
+    /// Hash bins on (source, tag).
+    Bins,
+    /// A list that turns into bins while searches are long.
+    Adaptive,
+    /// Partner/non-partner queues for all traffic.
+    Pnp,
+    /// Collective queues; point-to-point elements share the profiling queue.
+    Col,
+    /// Collective queues for collective traffic, partner queues for point-to-point traffic.
+    ColPnp,
+    ColList,
+    ListPnp,
+    /// Bit-vote arrays, 64 elements per vote.
+    Batch,
 }
 
 impl EngineKind {
-    pub const ALL: &'static [EngineKind] = &[EngineKind::List, EngineKind::Rank];
+    pub const ALL: &'static [EngineKind] = &[
+        EngineKind::List,
+        EngineKind::Rank,
+        EngineKind::Bins,
+        EngineKind::Adaptive,
+        EngineKind::Pnp,
+        EngineKind::Col,
+        EngineKind::ColPnp,
+        EngineKind::ColList,
+        EngineKind::ListPnp,
+        EngineKind::Batch,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::List => "list",
             EngineKind::Rank => "rank",
+            EngineKind::Bins => "bins",
+            EngineKind::Adaptive => "adaptive",
+            EngineKind::Pnp => "pnp",
+            EngineKind::Col => "col",
+            EngineKind::ColPnp => "col+pnp",
+            EngineKind::ColList => "col+list",
+            EngineKind::ListPnp => "list+pnp",
+            EngineKind::Batch => "batch",
         }
     }
 
@@ -188,19 +309,205 @@ impl EngineKind {
     }
 
     pub fn accepted() -> String {
-        Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        Self::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
 /// Tuning knobs shared by the engines (from the environment in the runtime).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineParams {
+    /// Processes in the communicator (n).
     pub comm_size: usize,
+    /// Hash bins of `bins`, and of `adaptive` once it left the list (B).
+    pub bins: usize,
+    /// Queue length at which `pnp` looks for partners (θ).
+    pub theta: usize,
+    /// The collective part may allocate `k_c·√n` dedicated queues.
+    pub k_c: usize,
+    /// The point-to-point part may allocate `k_p·√n` dedicated queues.
+    pub k_p: usize,
+    /// `adaptive` leaves the list when searches inspect more elements than this on average over
+    /// a window, and returns when the queues stay within half of it for a window.
+    pub adaptive_depth: usize,
+    /// Searches per `adaptive` window.
+    pub adaptive_window: usize,
+}
+
+impl Default for EngineParams {
+    /// θ = 100 and k_c = k_p = 8 as in paper 004; 256 bins.
+    fn default() -> Self {
+        EngineParams {
+            comm_size: 1,
+            bins: 256,
+            theta: 100,
+            k_c: 8,
+            k_p: 8,
+            adaptive_depth: 16,
+            adaptive_window: 64,
+        }
+    }
+}
+
+/// ⌊k·√n⌋: how many dedicated queues one part of an engine may allocate. The collective part
+/// (`col`) gets `k_c`, the point-to-point part (`pnp`) `k_p`, so an engine stays within
+/// `(k_c + k_p)·√n` besides its few fixed queues (base, profiling and wildcard queues).
+///
+/// Dedicated queues are not released when they run empty: the traffic that made them recurs in
+/// iterative codes, rebuilding them would repeat the profiling or partner search, and the cap
+/// already bounds their number. An empty queue keeps its buffer (no allocation when traffic
+/// returns), so memory follows the peak queue lengths.
+pub(super) fn queue_budget(k: usize, comm_size: usize) -> usize {
+    (k as f64 * (comm_size as f64).sqrt()) as usize
 }
 
 pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
+    let pnp = || pnp::Pnp::new(params);
+    let col = || col::Col::new(params);
     match kind {
         EngineKind::List => Box::new(ListEngine::new()),
         EngineKind::Rank => Box::new(RankEngine::new(params.comm_size)),
+        EngineKind::Bins => Box::new(Single::wrap(bins::Bins::new(params.bins))),
+        EngineKind::Adaptive => Box::new(Single::wrap(bins::Adaptive::new(params))),
+        EngineKind::Pnp => Box::new(Single::wrap(pnp())),
+        EngineKind::Col => Box::new(Single::wrap(col())),
+        EngineKind::ColPnp => Box::new(Split::new(pnp(), col())),
+        EngineKind::ColList => Box::new(Split::new(list::List::default(), col())),
+        EngineKind::ListPnp => Box::new(Split::new(pnp(), list::List::default())),
+        EngineKind::Batch => Box::new(BatchEngine::new()),
+    }
+}
+
+/// The queues behind an engine; the caller passes the counters of the element's traffic type.
+pub(super) trait Queues: Send {
+    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId>;
+    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId>;
+    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId>;
+    fn cancel(&mut self, recv: RecvId) -> bool;
+    fn queued(&self) -> (usize, usize);
+    /// Queues allocated now.
+    fn queues(&self) -> usize;
+}
+
+/// An engine whose one structure holds both traffic types.
+pub struct Single<Q> {
+    queues: Q,
+    stats: EngineStats,
+}
+
+impl<Q> Single<Q> {
+    fn wrap(queues: Q) -> Self
+    where
+        Q: Queues,
+    {
+        let mut stats = EngineStats::default();
+        stats.set_queues(queues.queues() as u64);
+        Single { queues, stats }
+    }
+}
+
+impl<Q: Queues> MatchEngine for Single<Q> {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        let found = self.queues.post(want, recv, self.stats.traffic(want.class));
+        self.stats.set_queues(self.queues.queues() as u64);
+        found
+    }
+
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        let found = self.queues.arrive(env, msg, self.stats.traffic(env.class));
+        self.stats.set_queues(self.queues.queues() as u64);
+        found
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        let found = self
+            .queues
+            .probe(want, remove, self.stats.traffic(want.class));
+        self.stats.set_queues(self.queues.queues() as u64);
+        found
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        self.queues.cancel(recv)
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        self.queues.queued()
+    }
+
+    fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+}
+
+/// The unified engines (paper 004, Fig. 2): point-to-point and collective elements live in
+/// structures of their own, which never share an element since the two never match.
+struct Split<P, C> {
+    p2p: P,
+    coll: C,
+    stats: EngineStats,
+}
+
+impl<P: Queues, C: Queues> Split<P, C> {
+    fn new(p2p: P, coll: C) -> Self {
+        let mut split = Split {
+            p2p,
+            coll,
+            stats: EngineStats::default(),
+        };
+        split.count_queues();
+        split
+    }
+
+    fn count_queues(&mut self) {
+        let queues = self.p2p.queues() + self.coll.queues();
+        self.stats.set_queues(queues as u64);
+    }
+}
+
+impl<P: Queues, C: Queues> MatchEngine for Split<P, C> {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        let found = if want.class.is_collective() {
+            self.coll.post(want, recv, &mut self.stats.collective)
+        } else {
+            self.p2p.post(want, recv, &mut self.stats.point_to_point)
+        };
+        self.count_queues();
+        found
+    }
+
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        let found = if env.class.is_collective() {
+            self.coll.arrive(env, msg, &mut self.stats.collective)
+        } else {
+            self.p2p.arrive(env, msg, &mut self.stats.point_to_point)
+        };
+        self.count_queues();
+        found
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        if want.class.is_collective() {
+            self.coll.probe(want, remove, &mut self.stats.collective)
+        } else {
+            self.p2p.probe(want, remove, &mut self.stats.point_to_point)
+        }
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        self.p2p.cancel(recv) || self.coll.cancel(recv)
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        let (p, u) = self.p2p.queued();
+        let (cp, cu) = self.coll.queued();
+        (p + cp, u + cu)
+    }
+
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }

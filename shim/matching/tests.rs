@@ -96,10 +96,18 @@ pub(crate) fn check_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
         match *op {
             Op::Post(want) => {
                 posted.push(id);
-                assert_eq!(engine.post(want, id), model.post(want, id), "step {step}: {op:?}");
+                assert_eq!(
+                    engine.post(want, id),
+                    model.post(want, id),
+                    "step {step}: {op:?}"
+                );
             }
             Op::Arrive(env) => {
-                assert_eq!(engine.arrive(env, id), model.arrive(env, id), "step {step}: {op:?}");
+                assert_eq!(
+                    engine.arrive(env, id),
+                    model.arrive(env, id),
+                    "step {step}: {op:?}"
+                );
             }
             Op::Probe(want, remove) => {
                 assert_eq!(
@@ -110,7 +118,11 @@ pub(crate) fn check_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
             }
             Op::Cancel(back) => {
                 if let Some(&recv) = posted.iter().rev().nth(back) {
-                    assert_eq!(engine.cancel(recv), model.cancel(recv), "step {step}: {op:?}");
+                    assert_eq!(
+                        engine.cancel(recv),
+                        model.cancel(recv),
+                        "step {step}: {op:?}"
+                    );
                 }
             }
         }
@@ -128,24 +140,39 @@ proptest! {
     #[test]
     fn every_engine_matches_like_one_ordered_list(ops in ops(200)) {
         for &kind in EngineKind::ALL {
-            let mut engine = build_engine(kind, &EngineParams { comm_size: SOURCES as usize });
+            let mut engine = build_engine(kind, &params(SOURCES as usize));
             check_against_model(engine.as_mut(), &ops);
         }
     }
 }
 
+fn params(comm_size: usize) -> EngineParams {
+    EngineParams {
+        comm_size,
+        ..EngineParams::default()
+    }
+}
+
 fn p2p(source: i32, tag: i32) -> Pattern {
-    Pattern { source, tag, class: Class::PointToPoint }
+    Pattern {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    }
 }
 
 fn env(source: i32, tag: i32) -> Envelope {
-    Envelope { source, tag, class: Class::PointToPoint }
+    Envelope {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    }
 }
 
 #[test]
 fn wildcard_receive_posted_first_wins_over_later_specific_receive() {
     for &kind in EngineKind::ALL {
-        let mut engine = build_engine(kind, &EngineParams { comm_size: 4 });
+        let mut engine = build_engine(kind, &params(4));
         assert_eq!(engine.post(p2p(ANY_SOURCE, 3), 10), None);
         assert_eq!(engine.post(p2p(2, 3), 11), None);
         assert_eq!(engine.arrive(env(2, 3), 100), Some(10), "{kind:?}");
@@ -156,7 +183,7 @@ fn wildcard_receive_posted_first_wins_over_later_specific_receive() {
 #[test]
 fn any_source_receive_takes_the_earliest_message_across_sources() {
     for &kind in EngineKind::ALL {
-        let mut engine = build_engine(kind, &EngineParams { comm_size: 4 });
+        let mut engine = build_engine(kind, &params(4));
         assert_eq!(engine.arrive(env(3, 1), 100), None);
         assert_eq!(engine.arrive(env(1, 1), 101), None);
         assert_eq!(engine.probe(p2p(ANY_SOURCE, ANY_TAG), false), Some(100));
@@ -169,8 +196,15 @@ fn any_source_receive_takes_the_earliest_message_across_sources() {
 #[test]
 fn collective_elements_never_match_point_to_point_receives() {
     for &kind in EngineKind::ALL {
-        let mut engine = build_engine(kind, &EngineParams { comm_size: 2 });
-        let coll = Envelope { source: 1, tag: 0, class: Class::Collective { kind: 0, size_class: 0 } };
+        let mut engine = build_engine(kind, &params(2));
+        let coll = Envelope {
+            source: 1,
+            tag: 0,
+            class: Class::Collective {
+                kind: 0,
+                size_class: 0,
+            },
+        };
         assert_eq!(engine.post(p2p(ANY_SOURCE, ANY_TAG), 10), None);
         assert_eq!(engine.arrive(coll, 100), None, "{kind:?}");
         assert_eq!(engine.stats().collective.unexpected, 1);
@@ -187,4 +221,231 @@ fn search_depth_counts_inspected_elements() {
     engine.arrive(env(0, 3), 100);
     let prq = engine.stats().point_to_point.prq;
     assert_eq!((prq.searches, prq.depth_total, prq.depth_max), (1, 4, 4));
+}
+
+/// Operations over `sources` ranks and `tags` tags; `collective` in 8 elements are collective.
+/// Runs of one kind of operation make queues long enough to cross every threshold.
+fn phased_ops(sources: i32, tags: i32, collective: u32) -> impl Strategy<Value = Vec<Op>> {
+    let class = prop_oneof![
+        8 - collective => Just(Class::PointToPoint),
+        collective => (0u8..3, 0u8..3).prop_map(|(kind, size_class)| Class::Collective { kind, size_class }),
+    ];
+    let source = prop_oneof![9 => 0..sources, 1 => Just(ANY_SOURCE)];
+    let tag = prop_oneof![9 => 0..tags, 1 => Just(ANY_TAG)];
+    let pattern = (source, tag, class.clone()).prop_map(|(source, tag, class)| Pattern {
+        source,
+        tag,
+        class,
+    });
+    let envelope = (0..sources, 0..tags, class).prop_map(|(source, tag, class)| Envelope {
+        source,
+        tag,
+        class,
+    });
+    let phase = prop_oneof![
+        4 => prop::collection::vec(pattern.clone().prop_map(Op::Post), 1..40),
+        4 => prop::collection::vec(envelope.prop_map(Op::Arrive), 1..40),
+        1 => prop::collection::vec((pattern, any::<bool>()).prop_map(|(p, r)| Op::Probe(p, r)), 1..6),
+        1 => prop::collection::vec((0usize..30).prop_map(Op::Cancel), 1..6),
+    ];
+    prop::collection::vec(phase, 1..16).prop_map(|phases| phases.concat())
+}
+
+/// Parameters small enough that short sequences cross every threshold.
+fn small_params() -> impl Strategy<Value = EngineParams> {
+    (
+        2usize..40,
+        1usize..5,
+        2usize..7,
+        1usize..4,
+        1usize..4,
+        1usize..5,
+        1usize..6,
+    )
+        .prop_map(
+            |(comm_size, bins, theta, k_c, k_p, adaptive_depth, adaptive_window)| EngineParams {
+                comm_size,
+                bins,
+                theta,
+                k_c,
+                k_p,
+                adaptive_depth,
+                adaptive_window,
+            },
+        )
+}
+
+/// Small parameters and operations over `comm_size` ranks, up to 4 tags, some collective.
+fn small_case() -> impl Strategy<Value = (EngineParams, Vec<Op>)> {
+    (small_params(), 1i32..5, 0u32..9).prop_flat_map(|(params, tags, collective)| {
+        (
+            Just(params),
+            phased_ops(params.comm_size as i32, tags, collective),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_engine_matches_like_one_ordered_list_past_its_thresholds((params, ops) in small_case()) {
+        for &kind in EngineKind::ALL {
+            let mut engine = build_engine(kind, &params);
+            check_against_model(engine.as_mut(), &ops);
+        }
+    }
+
+    #[test]
+    fn batch_burst_matches_like_arrivals_one_by_one(
+        posts in prop::collection::vec(pattern(), 0..300),
+        burst in prop::collection::vec(envelope(), 0..300),
+        after in ops(60),
+    ) {
+        let mut batch = BatchEngine::new();
+        let mut list = ListEngine::new();
+        for (id, &want) in posts.iter().enumerate() {
+            prop_assert_eq!(batch.post(want, id as u64), list.post(want, id as u64));
+        }
+        let msgs: Vec<(Envelope, MsgId)> =
+            burst.iter().enumerate().map(|(i, &env)| (env, 1000 + i as u64)).collect();
+        let one_by_one: Vec<Option<RecvId>> = msgs.iter().map(|&(e, m)| list.arrive(e, m)).collect();
+        prop_assert_eq!(batch.arrive_burst(&msgs), one_by_one);
+        prop_assert_eq!(batch.queued(), list.queued());
+        prop_assert_eq!(batch.stats().point_to_point.matches, list.stats().point_to_point.matches);
+        // Both hold the same queues in the same order.
+        for want in [p2p(ANY_SOURCE, ANY_TAG), Pattern { class: Class::Collective { kind: 0, size_class: 0 }, ..p2p(ANY_SOURCE, ANY_TAG) }] {
+            while let Some(msg) = list.probe(want, true) {
+                prop_assert_eq!(batch.probe(want, true), Some(msg));
+            }
+            prop_assert_eq!(batch.probe(want, false), None);
+        }
+        for (id, _) in posts.iter().enumerate() {
+            prop_assert_eq!(batch.cancel(id as u64), list.cancel(id as u64));
+        }
+        check_against_model(&mut batch, &after);
+    }
+}
+
+#[test]
+fn every_name_parses_back() {
+    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch";
+    assert_eq!(EngineKind::accepted(), names);
+    for &kind in EngineKind::ALL {
+        assert_eq!(EngineKind::parse(kind.name()), Some(kind));
+    }
+}
+
+/// Rank 0 of a gather: every other rank sends `per_source` messages, whose receives were posted
+/// source by source; the messages come round-robin. Returns the engine's queues at most.
+fn gather(
+    kind: EngineKind,
+    params: &EngineParams,
+    class: Class,
+    per_source: i32,
+    rounds: usize,
+) -> u64 {
+    let mut engine = build_engine(kind, params);
+    let n = params.comm_size as i32;
+    let mut id = 0;
+    for _ in 0..rounds {
+        for source in 1..n {
+            for tag in 0..per_source {
+                assert_eq!(engine.post(Pattern { source, tag, class }, id), None);
+                id += 1;
+            }
+        }
+        for tag in 0..per_source {
+            for source in 1..n {
+                assert!(engine.arrive(Envelope { source, tag, class }, id).is_some());
+                id += 1;
+            }
+        }
+        assert_eq!(engine.queued(), (0, 0));
+    }
+    engine.stats().queues_max
+}
+
+#[test]
+fn unified_engines_stay_within_k_sqrt_n_queues_while_rank_grows_with_n() {
+    let coll = Class::Collective {
+        kind: 4,
+        size_class: 1,
+    };
+    for n in [64usize, 256, 1024] {
+        let params = EngineParams {
+            comm_size: n,
+            k_c: 2,
+            k_p: 2,
+            ..EngineParams::default()
+        };
+        let cap = queue_budget(params.k_c, n) + queue_budget(params.k_p, n);
+        for class in [Class::PointToPoint, coll] {
+            let queues = gather(EngineKind::ColPnp, &params, class, 4, 3);
+            // Two base queues, a wildcard list and two profiling queues are not dedicated.
+            assert!(
+                queues as usize <= 5 + cap,
+                "n={n} {class:?}: {queues} queues, cap {cap}"
+            );
+            assert!(queues > 5, "n={n} {class:?}: no dedicated queue was made");
+        }
+        assert_eq!(
+            gather(EngineKind::Rank, &params, Class::PointToPoint, 1, 1),
+            2 * n as u64 + 1
+        );
+    }
+}
+
+#[test]
+fn adaptive_turns_to_bins_on_long_searches_and_back_when_queues_stay_short() {
+    let params = EngineParams {
+        comm_size: 8,
+        bins: 16,
+        adaptive_depth: 4,
+        adaptive_window: 8,
+        ..EngineParams::default()
+    };
+    let mut engine = build_engine(EngineKind::Adaptive, &params);
+    for tag in 0..40 {
+        engine.post(p2p(1, tag), tag as u64);
+    }
+    assert_eq!(engine.stats().queues, 2);
+    // The last receive first: one search of depth 40 passes 4 per search over 8 searches.
+    assert_eq!(engine.arrive(env(1, 39), 100), Some(39));
+    assert_eq!(engine.stats().queues, 32);
+    for tag in (0..39).rev() {
+        assert_eq!(engine.arrive(env(1, tag), 101), Some(tag as u64));
+    }
+    assert_eq!(engine.stats().queues, 32);
+    for _ in 0..16 {
+        assert_eq!(engine.probe(p2p(1, 0), false), None);
+    }
+    assert_eq!(engine.stats().queues, 2);
+}
+
+#[test]
+fn small_cases_cross_the_thresholds() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    // Engine and the queues it has before any threshold is crossed.
+    let engines = [
+        (EngineKind::Pnp, 3),
+        (EngineKind::Col, 2),
+        (EngineKind::Adaptive, 2),
+    ];
+    let mut crossed = [0; 3];
+    for _ in 0..200 {
+        let (params, ops) = small_case().new_tree(&mut runner).unwrap().current();
+        for (count, &(kind, base)) in crossed.iter_mut().zip(&engines) {
+            let mut engine = build_engine(kind, &params);
+            check_against_model(engine.as_mut(), &ops);
+            if engine.stats().queues_max > base {
+                *count += 1;
+            }
+        }
+    }
+    assert!(
+        crossed.iter().all(|&count| count >= 50),
+        "cases past a threshold: {crossed:?}"
+    );
 }

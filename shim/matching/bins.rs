@@ -1,0 +1,291 @@
+//! Hash bins keyed on (source, tag) (Flajslik et al.), and `adaptive`: the same structure kept at
+//! one bin (a list) while searches are short.
+
+use super::store::{Loc, Store};
+use super::{
+    Element, EngineParams, Envelope, MsgId, Pattern, Queues, RecvId, TrafficStats, ANY_SOURCE,
+    ANY_TAG,
+};
+
+/// Posted receives sit in the bin of their (source, tag) as written, wildcards included, so an
+/// arrival looks in at most four bins, (s,t), (ANY,t), (s,ANY) and (ANY,ANY), the last three only
+/// while receives of that shape are queued; sequence numbers pick the earliest, and each bin is
+/// searched only up to the best candidate so far. Unexpected messages sit in the bin of their
+/// (source, tag); a wildcard receive or probe walks the arrival-ordered chain of all of them,
+/// which costs what a list costs instead of a visit to every bin.
+pub struct Bins {
+    prq: Store<Pattern>,
+    umq: Store<Envelope>,
+    bins: usize,
+    /// Posted receives with ANY_SOURCE only, with ANY_TAG only, and with both.
+    wild: [usize; 3],
+}
+
+fn shape(source: i32, tag: i32) -> Option<usize> {
+    match (source == ANY_SOURCE, tag == ANY_TAG) {
+        (false, false) => None,
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (true, true) => Some(2),
+    }
+}
+
+#[inline]
+fn bin(bins: usize, source: i32, tag: i32) -> u32 {
+    if bins == 1 {
+        return 0;
+    }
+    let key = ((source as u32 as u64) << 32) | tag as u32 as u64;
+    let mixed = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+    ((mixed * bins as u64) >> 32) as u32
+}
+
+#[inline]
+fn place<T: Element>(bins: usize, item: &T) -> u32 {
+    bin(bins, item.source(), item.tag())
+}
+
+impl Bins {
+    pub fn new(bins: usize) -> Self {
+        let bins = bins.max(1);
+        Bins {
+            prq: Store::new(bins, false),
+            umq: Store::new(bins, true),
+            bins,
+            wild: [0; 3],
+        }
+    }
+
+    /// Regroups both sides into `bins` bins; every bin keeps arrival order.
+    fn rebin(&mut self, bins: usize) {
+        self.bins = bins;
+        self.prq.requeue(bins, |p| place(bins, p));
+        self.umq.requeue(bins, |e| place(bins, e));
+    }
+
+    #[inline]
+    fn take_unexpected(
+        &mut self,
+        want: &Pattern,
+        remove: bool,
+        traffic: &mut TrafficStats,
+    ) -> Option<MsgId> {
+        let hit = |e: &Envelope| want.matches(e);
+        let (found, depth) = if self.umq.len() == 0 {
+            (None, 0)
+        } else if want.source == ANY_SOURCE || want.tag == ANY_TAG {
+            self.umq.find_oldest(hit)
+        } else {
+            self.umq.find(place(self.bins, want), u64::MAX, hit)
+        };
+        traffic.umq.record(depth);
+        let at = found?;
+        if !remove {
+            return Some(self.umq.entry(at).id);
+        }
+        traffic.matches += 1;
+        Some(self.umq.remove(at).id)
+    }
+
+    /// The earliest posted receive that fits `env`, from the bins it may be in.
+    #[inline]
+    fn find_posted(&self, env: &Envelope) -> (Option<Loc>, usize) {
+        let hit = |p: &Pattern| p.matches(env);
+        let exact = place(self.bins, env);
+        if self.wild == [0; 3] {
+            return self.prq.find(exact, u64::MAX, hit);
+        }
+        const NONE: u32 = u32::MAX;
+        let mut bins = [exact, NONE, NONE, NONE];
+        let wild = [
+            (ANY_SOURCE, env.tag),
+            (env.source, ANY_TAG),
+            (ANY_SOURCE, ANY_TAG),
+        ];
+        for (i, &(source, tag)) in wild.iter().enumerate() {
+            if self.wild[i] > 0 {
+                let b = bin(self.bins, source, tag);
+                if !bins.contains(&b) {
+                    bins[i + 1] = b;
+                }
+            }
+        }
+        let (mut best, mut bound, mut depth) = (None, u64::MAX, 0);
+        for &b in bins.iter().filter(|&&b| b != NONE) {
+            let (found, d) = self.prq.find(b, bound, hit);
+            depth += d;
+            if let Some(at) = found {
+                bound = self.prq.entry(at).seq;
+                best = found;
+            }
+        }
+        (best, depth)
+    }
+
+    #[inline]
+    fn remove_posted(&mut self, at: Loc) -> RecvId {
+        let entry = self.prq.remove(at);
+        if let Some(shape) = shape(entry.item.source, entry.item.tag) {
+            self.wild[shape] -= 1;
+        }
+        entry.id
+    }
+}
+
+impl Queues for Bins {
+    #[inline]
+    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+            return Some(msg);
+        }
+        if let Some(shape) = shape(want.source, want.tag) {
+            self.wild[shape] += 1;
+        }
+        self.prq.push(place(self.bins, &want), want, recv);
+        None
+    }
+
+    #[inline]
+    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+        let (found, depth) = self.find_posted(&env);
+        traffic.prq.record(depth);
+        match found {
+            Some(at) => {
+                traffic.matches += 1;
+                Some(self.remove_posted(at))
+            }
+            None => {
+                traffic.unexpected += 1;
+                self.umq.push(place(self.bins, &env), env, msg);
+                None
+            }
+        }
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
+        self.take_unexpected(&want, remove, traffic)
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        match self.prq.find_id(recv) {
+            Some(at) => {
+                self.remove_posted(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        (self.prq.len(), self.umq.len())
+    }
+
+    fn queues(&self) -> usize {
+        self.prq.queue_count() + self.umq.queue_count()
+    }
+}
+
+/// A list (bins with one bin) until the searches of a window inspect more than
+/// `adaptive_depth` elements on average, then `bins` bins until both queues stay within half of
+/// that for a whole window. Regrouping walks the queues in arrival order, so order is kept.
+pub struct Adaptive {
+    bins: Bins,
+    wide: usize,
+    /// Depth summed over a window past which the list turns to bins.
+    widen_at: u64,
+    /// Queue length within which the bins turn back to a list.
+    narrow_at: usize,
+    window: usize,
+    searches: usize,
+    depth: u64,
+    longest: usize,
+}
+
+fn searched(traffic: &TrafficStats) -> u64 {
+    traffic.prq.depth_total + traffic.umq.depth_total
+}
+
+impl Adaptive {
+    pub fn new(params: &EngineParams) -> Self {
+        let window = params.adaptive_window.max(1);
+        let wide = params.bins.max(1);
+        Adaptive {
+            bins: Bins::new(1),
+            wide,
+            widen_at: if wide > 1 {
+                (params.adaptive_depth * window) as u64
+            } else {
+                u64::MAX
+            },
+            narrow_at: params.adaptive_depth / 2,
+            window,
+            searches: 0,
+            depth: 0,
+            longest: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn observe(&mut self, depth: u64) {
+        self.searches += 1;
+        if self.bins.bins == 1 {
+            // The window's mean is past the limit as soon as its sum is: switch at once.
+            self.depth += depth;
+            if self.depth > self.widen_at {
+                self.bins.rebin(self.wide);
+                self.restart();
+                return;
+            }
+        } else {
+            let (posted, unexpected) = self.bins.queued();
+            self.longest = self.longest.max(posted.max(unexpected));
+        }
+        if self.searches >= self.window {
+            if self.bins.bins > 1 && self.longest <= self.narrow_at {
+                self.bins.rebin(1);
+            }
+            self.restart();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.searches = 0;
+        self.depth = 0;
+        self.longest = 0;
+    }
+}
+
+impl Queues for Adaptive {
+    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
+        let before = searched(traffic);
+        let found = self.bins.post(want, recv, traffic);
+        self.observe(searched(traffic) - before);
+        found
+    }
+
+    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+        let before = searched(traffic);
+        let found = self.bins.arrive(env, msg, traffic);
+        self.observe(searched(traffic) - before);
+        found
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
+        let before = searched(traffic);
+        let found = self.bins.probe(want, remove, traffic);
+        self.observe(searched(traffic) - before);
+        found
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        self.bins.cancel(recv)
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        self.bins.queued()
+    }
+
+    fn queues(&self) -> usize {
+        self.bins.queues()
+    }
+}

@@ -1,0 +1,341 @@
+//! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
+
+use super::store::{Loc, Store};
+use super::{
+    queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
+    TrafficStats, ANY_SOURCE,
+};
+
+/// The queue every element goes to until the first partners are chosen.
+const BASE: u32 = 0;
+/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only).
+const WILD: u32 = 1;
+
+#[derive(Clone, Copy)]
+struct Partner {
+    queue: u32,
+    /// The level at which the source became a partner.
+    level: u32,
+}
+
+/// One side (posted receives or unexpected messages) of the structure.
+struct Side<T> {
+    store: Store<T>,
+    /// The non-partner queue of each level.
+    levels: Vec<u32>,
+    partners: IntMap<i32, Partner>,
+    /// Where elements of non-partners go: the base queue, later the last level's non-partner queue.
+    tail: u32,
+    /// Length of `tail` at which partners are looked for next.
+    next_check: usize,
+}
+
+impl<T: Element> Side<T> {
+    fn new(queues: usize, ordered: bool, theta: usize) -> Self {
+        Side {
+            store: Store::new(queues, ordered),
+            levels: Vec::new(),
+            partners: IntMap::default(),
+            tail: BASE,
+            next_check: theta,
+        }
+    }
+
+    #[inline]
+    fn partner(&self, source: i32) -> Option<Partner> {
+        if self.partners.is_empty() {
+            None
+        } else {
+            self.partners.get(&source).copied()
+        }
+    }
+
+    /// The queues that may hold elements from `source`, oldest first: the base queue, the
+    /// non-partner queues of the levels before `source` became a partner (of all levels for a
+    /// non-partner), then its own queue. The non-partner queue made together with a partner's
+    /// queue never holds that partner's elements, so the search skips it.
+    fn path(&self, source: i32) -> impl Iterator<Item = u32> + '_ {
+        let partner = self.partner(source);
+        let levels = partner.map_or(self.levels.len(), |p| p.level as usize);
+        std::iter::once(BASE)
+            .chain(self.levels[..levels].iter().copied())
+            .chain(partner.map(|p| p.queue))
+    }
+
+    /// The oldest element from `source` older than `bound` that `hit` accepts, and the depth.
+    #[inline]
+    fn find_from(&self, source: i32, bound: u64, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
+        let mut depth = 0;
+        for queue in self.path(source) {
+            let (found, d) = self.store.find(queue, bound, &hit);
+            depth += d;
+            if found.is_some() {
+                return (found, depth);
+            }
+        }
+        (None, depth)
+    }
+
+    #[inline]
+    fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) {
+        let source = item.source();
+        if source == ANY_SOURCE {
+            self.store.push(WILD, item, id);
+        } else if let Some(partner) = self.partner(source) {
+            self.store.push(partner.queue, item, id);
+        } else {
+            self.store.push(self.tail, item, id);
+            if self.store.queue_len(self.tail) >= self.next_check {
+                self.extract(shape, budget);
+            }
+        }
+    }
+
+    /// `tail` reached θ: the sources with more elements in it than the average over all n
+    /// processes become partners with a queue each (the busiest first while the budget lasts),
+    /// and the others move on to a new level's non-partner queue. Elements stay where they are,
+    /// which is why searches walk the levels.
+    fn extract(&mut self, shape: &Shape, budget: &mut usize) {
+        let len = self.store.queue_len(self.tail);
+        // A level needs a partner queue and a non-partner queue.
+        if *budget < 2 {
+            self.next_check = usize::MAX;
+            return;
+        }
+        let mut counts: IntMap<i32, usize> = IntMap::default();
+        for item in self.store.items(self.tail) {
+            *counts.entry(item.source()).or_default() += 1;
+        }
+        let mut chosen: Vec<(usize, i32)> = counts
+            .into_iter()
+            .filter(|&(_, count)| count * shape.comm_size > len)
+            .map(|(source, count)| (count, source))
+            .collect();
+        chosen.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        chosen.truncate(*budget - 1);
+        if chosen.is_empty() {
+            self.next_check = len + shape.theta;
+            return;
+        }
+        let level = self.levels.len() as u32;
+        let first = self.store.add_queues(chosen.len() + 1);
+        for (i, &(_, source)) in chosen.iter().enumerate() {
+            let queue = first + i as u32;
+            self.partners.insert(source, Partner { queue, level });
+        }
+        self.tail = first + chosen.len() as u32;
+        self.levels.push(self.tail);
+        self.next_check = shape.theta;
+        *budget -= chosen.len() + 1;
+    }
+}
+
+struct Shape {
+    theta: usize,
+    comm_size: usize,
+}
+
+/// Posted receives and unexpected messages each in partner/non-partner queues. Dedicated queues
+/// (partner and non-partner queues of the levels) of both sides together stay within `k_p·√n`.
+pub struct Pnp {
+    prq: Side<Pattern>,
+    umq: Side<Envelope>,
+    shape: Shape,
+    budget: usize,
+}
+
+impl Pnp {
+    pub fn new(params: &EngineParams) -> Self {
+        let theta = params.theta.max(1);
+        Pnp {
+            prq: Side::new(2, false, theta),
+            umq: Side::new(1, true, theta),
+            shape: Shape {
+                theta,
+                comm_size: params.comm_size.max(1),
+            },
+            budget: queue_budget(params.k_p, params.comm_size),
+        }
+    }
+
+    #[inline]
+    fn take_unexpected(
+        &mut self,
+        want: &Pattern,
+        remove: bool,
+        traffic: &mut TrafficStats,
+    ) -> Option<MsgId> {
+        let hit = |e: &Envelope| want.matches(e);
+        let (found, depth) = if self.umq.store.len() == 0 {
+            (None, 0)
+        } else if want.source == ANY_SOURCE {
+            self.umq.store.find_oldest(hit)
+        } else {
+            self.umq.find_from(want.source, u64::MAX, hit)
+        };
+        traffic.umq.record(depth);
+        let at = found?;
+        if !remove {
+            return Some(self.umq.store.entry(at).id);
+        }
+        traffic.matches += 1;
+        Some(self.umq.store.remove(at).id)
+    }
+}
+
+impl Queues for Pnp {
+    #[inline]
+    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+            return Some(msg);
+        }
+        self.prq.insert(want, recv, &self.shape, &mut self.budget);
+        None
+    }
+
+    #[inline]
+    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+        let hit = |p: &Pattern| p.matches(&env);
+        // The source's path first: ANY_SOURCE receives only matter if they are older.
+        let (mut best, mut depth) = self.prq.find_from(env.source, u64::MAX, hit);
+        let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
+        let (found, d) = self.prq.store.find(WILD, bound, hit);
+        depth += d;
+        if found.is_some() {
+            best = found;
+        }
+        traffic.prq.record(depth);
+        match best {
+            Some(at) => {
+                traffic.matches += 1;
+                Some(self.prq.store.remove(at).id)
+            }
+            None => {
+                traffic.unexpected += 1;
+                self.umq.insert(env, msg, &self.shape, &mut self.budget);
+                None
+            }
+        }
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
+        self.take_unexpected(&want, remove, traffic)
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        match self.prq.store.find_id(recv) {
+            Some(at) => {
+                self.prq.store.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        (self.prq.store.len(), self.umq.store.len())
+    }
+
+    fn queues(&self) -> usize {
+        self.prq.store.queue_count() + self.umq.store.queue_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matching::{Class, ANY_TAG};
+
+    fn recv(source: i32, tag: i32) -> Pattern {
+        Pattern {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        }
+    }
+
+    fn msg(source: i32, tag: i32) -> Envelope {
+        Envelope {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        }
+    }
+
+    /// Paper 004 Fig. 4 with θ = 4 and n = 4 ranks.
+    #[test]
+    fn search_order_of_fig_4() {
+        let params = EngineParams {
+            comm_size: 4,
+            theta: 4,
+            ..EngineParams::default()
+        };
+        let mut pnp = Pnp::new(&params);
+        let mut traffic = TrafficStats::default();
+        let posts = [
+            // The base queue reaches θ: rank 0 has 3 > 4/4 receives in it and becomes a partner
+            // at level 0; rank 2 (one receive) does not.
+            (0, 0),
+            (0, 1),
+            (0, 2),
+            (2, ANY_TAG),
+            // Level 0's non-partner queue reaches θ: rank 2 becomes a partner at level 1.
+            (2, ANY_TAG),
+            (2, ANY_TAG),
+            (1, 0),
+            (2, ANY_TAG),
+            // Into the partners' queues and level 1's non-partner queue.
+            (0, 3),
+            (2, ANY_TAG),
+            (3, 0),
+        ];
+        for (id, &(source, tag)) in posts.iter().enumerate() {
+            assert_eq!(pnp.post(recv(source, tag), id as u64, &mut traffic), None);
+        }
+        let side = &pnp.prq;
+        let (rank0, rank2) = (side.partners[&0], side.partners[&2]);
+        assert_eq!((rank0.level, rank2.level, side.partners.len()), (0, 1, 2));
+        let (np0, np1) = (side.levels[0], side.levels[1]);
+        let path = |source| side.path(source).collect::<Vec<_>>();
+        // Red arrow: a partner searches the base queue, the non-partner queues of the levels
+        // before its own, then its queue.
+        assert_eq!(path(0), [BASE, rank0.queue]);
+        assert_eq!(path(2), [BASE, np0, rank2.queue]);
+        // Green arrows: a non-partner searches the base queue and every non-partner queue.
+        assert_eq!(path(1), [BASE, np0, np1]);
+        assert_eq!(path(3), [BASE, np0, np1]);
+        assert_eq!(
+            [BASE, np0, np1, rank0.queue, rank2.queue].map(|q| side.store.queue_len(q)),
+            [4, 4, 1, 1, 1]
+        );
+
+        // Rank 0's newest receive: the whole base queue, then the first of its own queue.
+        assert_eq!(pnp.arrive(msg(0, 3), 100, &mut traffic), Some(8));
+        assert_eq!(traffic.prq.depth_max, 5);
+        // Rank 2's receives match in posting order across base, level 0 and its own queue.
+        for id in [3, 4, 5, 7, 9] {
+            assert_eq!(pnp.arrive(msg(2, 7), 100, &mut traffic), Some(id));
+        }
+        assert_eq!(pnp.queued(), (5, 0));
+    }
+
+    #[test]
+    fn partners_and_levels_stop_at_the_budget() {
+        // ⌊1·√16⌋ = 4 dedicated queues: one level of 3 partners and its non-partner queue.
+        let params = EngineParams {
+            comm_size: 16,
+            theta: 8,
+            k_p: 1,
+            ..EngineParams::default()
+        };
+        let mut pnp = Pnp::new(&params);
+        let mut traffic = TrafficStats::default();
+        for id in 0..400u64 {
+            let source = (id % 16) as i32;
+            pnp.arrive(msg(source, 0), id, &mut traffic);
+        }
+        assert_eq!(pnp.umq.partners.len(), 3);
+        assert_eq!(pnp.queues(), 3 + 4);
+        assert_eq!(pnp.budget, 0);
+    }
+}

@@ -11,7 +11,7 @@ use std::io::Write;
 #[derive(Clone, Default)]
 pub struct Totals {
     pub stats: EngineStats,
-    pub match_ns: u64,
+    pub match_ticks: u64,
     pub communicators: u64,
     pub posted_left: u64,
     pub unexpected_left: u64,
@@ -19,9 +19,9 @@ pub struct Totals {
 
 impl Totals {
     pub fn add_comm(&mut self, comm: &Comm) {
-        let (stats, match_ns, (posted, unexpected)) = comm.stats();
+        let (stats, match_ticks, (posted, unexpected)) = comm.stats();
         self.stats.merge(&stats);
-        self.match_ns += match_ns;
+        self.match_ticks += match_ticks;
         self.communicators += 1;
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
@@ -95,7 +95,7 @@ impl RankReport {
             communicators: totals.communicators,
             point_to_point: (&totals.stats.point_to_point).into(),
             collective: (&totals.stats.collective).into(),
-            match_time_ns: totals.match_ns,
+            match_time_ns: rt.clock.nanos(totals.match_ticks),
             queues: totals.stats.queues,
             queues_max: totals.stats.queues_max,
             posted_left: totals.posted_left,
@@ -121,7 +121,7 @@ pub fn summary_line(rt: &Runtime, totals: &Totals) -> Option<String> {
         p2p.umq.depth_total,
         p2p.matches,
         p2p.unexpected,
-        totals.match_ns,
+        rt.clock.nanos(totals.match_ticks),
         totals.unexpected_left,
     ];
     let maxes = [p2p.prq.depth_max, p2p.umq.depth_max, totals.stats.queues_max];

@@ -32,6 +32,10 @@ impl Clock {
         read().unwrap_or_else(|| self.start.elapsed().as_nanos() as u64)
     }
 
+    pub fn elapsed_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
     /// Nanoseconds in `ticks`, from the rate seen since the clock started.
     pub fn nanos(&self, ticks: u64) -> u64 {
         let elapsed_ns = self.start.elapsed().as_nanos() as f64;

@@ -83,8 +83,8 @@ pub struct Queues {
     posted: Slab<Waiter>,
     /// Matched receives whose payload MPI is still moving.
     receiving: Vec<Arc<RecvOp>>,
-    /// Clock ticks spent inside the engine.
-    pub match_ticks: u64,
+    /// Clock ticks spent inside the engine: point-to-point, collective.
+    pub match_ticks: [u64; 2],
 }
 
 /// What posting a receive found.
@@ -126,7 +126,7 @@ impl Comm {
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),
-                match_ticks: 0,
+                match_ticks: [0; 2],
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -143,7 +143,7 @@ impl Comm {
     }
 
     /// Engine counters, ticks spent matching, and (posted, unexpected) queued now.
-    pub fn stats(&self) -> (EngineStats, u64, (usize, usize)) {
+    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize)) {
         let queues = self.queues.lock();
         (*queues.engine.stats(), queues.match_ticks, queues.engine.queued())
     }
@@ -160,7 +160,7 @@ impl Queues {
             let key = self.arrived.vacant_key();
             let start = rt.clock.ticks();
             let matched = self.engine.arrive(env, key as u64);
-            self.match_ticks += rt.clock.ticks() - start;
+            self.match_ticks[env.class.is_collective() as usize] += rt.clock.ticks() - start;
             match matched {
                 Some(recv) => match self.posted.get_mut(recv as usize) {
                     Some(Waiter::Blocking { matched }) => *matched = Some(message),
@@ -184,7 +184,7 @@ impl Queues {
         let key = self.posted.vacant_key();
         let start = rt.clock.ticks();
         let found = self.engine.post(want, key as u64);
-        self.match_ticks += rt.clock.ticks() - start;
+        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
         if let Some(msg) = found {
             return Posted::Found(self.arrived.remove(msg as usize).expect("live message"));
         }
@@ -217,7 +217,7 @@ impl Queues {
     pub fn probe(&mut self, rt: &Runtime, want: Pattern, remove: bool) -> Option<Arrived> {
         let start = rt.clock.ticks();
         let found = self.engine.probe(want, remove);
-        self.match_ticks += rt.clock.ticks() - start;
+        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
         let key = found? as usize;
         if remove {
             self.arrived.remove(key)

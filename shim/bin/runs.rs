@@ -13,9 +13,8 @@ use std::time::Instant;
 
 /// The command's own variable.
 const LIB_VAR: &str = "MATCHSHIM_LIB";
-/// Kept from the ranks, whose shim refuses `MATCHSHIM_*` names it does not know: the command's
-/// own, and the build script's, which `cargo run` and `cargo test` export.
-const NOT_FOR_RANKS: [&str; 3] = [LIB_VAR, "MATCHSHIM_MPICC", "MATCHSHIM_MPI_FLAVOR"];
+/// Kept from the ranks, whose shim refuses `MATCHSHIM_*` names it does not know.
+const NOT_FOR_RANKS: [&str; 1] = [LIB_VAR];
 const REPORT: &str = "report.jsonl";
 const META: &str = "meta.json";
 /// Launcher output when a run's output is kept rather than shown.

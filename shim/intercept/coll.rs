@@ -1,5 +1,6 @@
-//! Blocking collectives go to MPI, as their nonblocking forms while receives wait for the
-//! shim's progress (see `nonblocking_then_wait`).
+//! Blocking collectives go to MPI as their nonblocking forms, waited for with the shim's progress
+//! (see `nonblocking_then_wait`). Always: MPI never matches a blocking collective on one rank
+//! with a nonblocking one on another, and only some ranks may have receives waiting.
 
 use super::{intercept, nonblocking_then_wait};
 use crate::ffi::*;
@@ -8,11 +9,7 @@ use std::os::raw::{c_int, c_void};
 macro_rules! collective {
     ($name:ident, $pmpi:ident, $nonblocking:ident, ($($arg:ident : $ty:ty),* $(,)?)) => {
         intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| {
-            if rt.needs_progress() {
-                nonblocking_then_wait(rt, |r| $nonblocking($($arg),*, r))
-            } else {
-                $pmpi($($arg),*)
-            }
+            nonblocking_then_wait(rt, |r| $nonblocking($($arg),*, r))
         });
     };
 }

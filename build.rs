@@ -65,8 +65,9 @@ fn main() {
 
     let mpi = find_mpi();
     println!("cargo:rustc-cfg={}", mpi.flavor);
-    println!("cargo:rustc-env=MATCHSHIM_MPI_FLAVOR={}", mpi.flavor);
-    println!("cargo:rustc-env=MATCHSHIM_MPICC={}", mpi.compiler);
+    // Not named MATCHSHIM_*: cargo also exports these to programs it runs, and the shim rejects
+    // unknown MATCHSHIM_* variables.
+    println!("cargo:rustc-env=BUILT_FOR_MPI={}", mpi.flavor);
 
     let header_dirs: Vec<PathBuf> = if mpi.include_dirs.is_empty() {
         vec![PathBuf::from("/usr/include")]

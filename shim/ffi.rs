@@ -36,4 +36,4 @@ impl<T> HandleKey for *mut T {
 pub type Count = MPI_Count;
 
 /// The MPI library name and version the shim was built against, for the mismatch check.
-pub const BUILT_FOR: &str = env!("MATCHSHIM_MPI_FLAVOR");
+pub const BUILT_FOR: &str = env!("BUILT_FOR_MPI");

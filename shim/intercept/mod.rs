@@ -3,6 +3,7 @@
 //! to `PMPI_*`. Calls that need no matching (nonblocking and persistent sends, `Mrecv`,
 //! `Imrecv`, `Bsend`, `Test_cancelled`) are not intercepted: MPI serves them directly.
 
+mod coll;
 mod init;
 mod p2p;
 mod requests;
@@ -24,6 +25,21 @@ pub(crate) fn guarded(rt: &'static Runtime, body: impl FnOnce(&'static Runtime) 
             abi().err_intern
         }
     }
+}
+
+/// A blocking call must not block inside MPI while receives wait for the shim: a peer's
+/// synchronous (or rendezvous) send may need one of them to match before it can go on. Such a
+/// call runs as its nonblocking form, waited for with the shim's progress.
+pub(crate) unsafe fn nonblocking_then_wait(
+    rt: &Runtime,
+    start: impl FnOnce(*mut MPI_Request) -> c_int,
+) -> c_int {
+    let mut request = abi().request_null;
+    let err = start(&mut request);
+    if err != abi().success {
+        return err;
+    }
+    rt.wait(&mut request, abi().status_ignore)
 }
 
 /// Defines an exported `MPI_*` function that passes to `$pmpi` unless the runtime is active.

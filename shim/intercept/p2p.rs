@@ -1,27 +1,15 @@
 //! Point-to-point calls. The `_c` (MPI_Count) forms exist where the MPI has them.
 
-use super::intercept;
+use super::{intercept, nonblocking_then_wait};
 use crate::ffi::*;
-use crate::runtime::Runtime;
 use std::os::raw::{c_int, c_void};
-
-/// A blocking send must not block inside MPI while receives wait for the shim: a peer's
-/// synchronous send may need one of them to match first. It then runs as a nonblocking send.
-unsafe fn send_polling(rt: &Runtime, start: impl FnOnce(*mut MPI_Request) -> c_int) -> c_int {
-    let mut request = abi().request_null;
-    let err = start(&mut request);
-    if err != abi().success {
-        return err;
-    }
-    rt.wait(&mut request, abi().status_ignore)
-}
 
 macro_rules! blocking_send {
     ($name:ident, $pmpi:ident, $nonblocking:ident, $count:ty) => {
         intercept!(fn $name(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
                 tag: c_int, comm: MPI_Comm) via $pmpi, |rt| {
             if rt.needs_progress() {
-                send_polling(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
+                nonblocking_then_wait(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
             } else {
                 $pmpi(buf, count, datatype, dest, tag, comm)
             }
@@ -147,11 +135,3 @@ intercept!(fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut 
         Ok(target) => rt.probe(target, false, true, flag, message, status),
         Err(err) => err,
     });
-
-intercept!(fn MPI_Barrier(comm: MPI_Comm) via PMPI_Barrier, |rt| {
-    if rt.needs_progress() {
-        send_polling(rt, |r| PMPI_Ibarrier(comm, r))
-    } else {
-        PMPI_Barrier(comm)
-    }
-});

@@ -2,7 +2,7 @@
 //! receives waiting for them.
 
 use super::pmpi::{self, improbe_any};
-use super::recv::{Mode, RecvOp, RecvState};
+use super::recv::{RecvOp, RecvState};
 use super::Runtime;
 use crate::ffi::*;
 use crate::matching::{
@@ -54,6 +54,10 @@ impl<T> Slab<T> {
         self.slots.get(key)?.as_ref()
     }
 
+    pub fn get_mut(&mut self, key: usize) -> Option<&mut T> {
+        self.slots.get_mut(key)?.as_mut()
+    }
+
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
     }
@@ -65,22 +69,30 @@ pub struct Arrived {
     pub status: MPI_Status,
 }
 
+/// A receive in the posted-receive queue.
+enum Waiter {
+    /// `MPI_Recv`: its thread polls for the matched message and receives it itself.
+    Blocking { matched: Option<MPI_Message> },
+    /// `MPI_Irecv` and persistent receives: progress starts the receive once matched.
+    Nonblocking(Arc<RecvOp>),
+}
+
 pub struct Queues {
     engine: Box<dyn MatchEngine>,
     arrived: Slab<Arrived>,
-    posted: Slab<Arc<RecvOp>>,
+    posted: Slab<Waiter>,
     /// Matched receives whose payload MPI is still moving.
     receiving: Vec<Arc<RecvOp>>,
-    /// Nanoseconds spent inside the engine.
-    pub match_ns: u64,
+    /// Clock ticks spent inside the engine: point-to-point, collective.
+    pub match_ticks: [u64; 2],
 }
 
 /// What posting a receive found.
 pub enum Posted {
     /// An unexpected message matched at once.
     Found(Arrived),
-    /// The receive waits in the posted-receive queue.
-    Queued(Arc<RecvOp>),
+    /// The receive waits in the posted-receive queue under this key.
+    Queued(usize),
 }
 
 pub struct Comm {
@@ -114,7 +126,7 @@ impl Comm {
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),
-                match_ns: 0,
+                match_ticks: [0; 2],
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -130,9 +142,10 @@ impl Comm {
         }
     }
 
-    pub fn stats(&self) -> (EngineStats, u64, (usize, usize)) {
+    /// Engine counters, ticks spent matching, and (posted, unexpected) queued now.
+    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize)) {
         let queues = self.queues.lock();
-        (*queues.engine.stats(), queues.match_ns, queues.engine.queued())
+        (*queues.engine.stats(), queues.match_ticks, queues.engine.queued())
     }
 }
 
@@ -145,14 +158,19 @@ impl Queues {
                 class: Class::PointToPoint,
             };
             let key = self.arrived.vacant_key();
-            let start = rt.clock();
+            let start = rt.clock.ticks();
             let matched = self.engine.arrive(env, key as u64);
-            self.match_ns += rt.clock() - start;
+            self.match_ticks[env.class.is_collective() as usize] += rt.clock.ticks() - start;
             match matched {
-                Some(recv) => {
-                    let op = self.posted.remove(recv as usize).expect("engine returned a live receive");
-                    self.deliver(comm, rt, op, message);
-                }
+                Some(recv) => match self.posted.get_mut(recv as usize) {
+                    Some(Waiter::Blocking { matched }) => *matched = Some(message),
+                    _ => {
+                        let Some(Waiter::Nonblocking(op)) = self.posted.remove(recv as usize) else {
+                            unreachable!("the engine returned a receive that is not posted")
+                        };
+                        self.deliver(comm, rt, op, message);
+                    }
+                },
                 None => {
                     self.arrived.insert(Arrived { message, status });
                 }
@@ -161,36 +179,45 @@ impl Queues {
     }
 
     /// Posts a receive: takes the earliest matching unexpected message, or queues the
-    /// receive that `make_op` builds.
-    pub fn post(
-        &mut self,
-        comm: &Arc<Comm>,
-        rt: &Runtime,
-        want: Pattern,
-        make_op: impl FnOnce(&mut Self) -> Arc<RecvOp>,
-    ) -> Posted {
+    /// receive (`op`, or a blocking receive when `None`).
+    pub fn post(&mut self, comm: &Arc<Comm>, rt: &Runtime, want: Pattern, op: Option<&Arc<RecvOp>>) -> Posted {
         let key = self.posted.vacant_key();
-        let start = rt.clock();
+        let start = rt.clock.ticks();
         let found = self.engine.post(want, key as u64);
-        self.match_ns += rt.clock() - start;
-        match found {
-            Some(msg) => Posted::Found(self.arrived.remove(msg as usize).expect("live message")),
-            None => {
-                let op = make_op(self);
-                let inserted = self.posted.insert(op.clone());
-                debug_assert_eq!(inserted, key);
+        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
+        if let Some(msg) = found {
+            return Posted::Found(self.arrived.remove(msg as usize).expect("live message"));
+        }
+        let waiter = match op {
+            Some(op) => {
                 op.set_state(RecvState::Posted(key as u64));
                 rt.add_pending(comm, 1);
-                Posted::Queued(op)
+                Waiter::Nonblocking(op.clone())
             }
+            None => Waiter::Blocking { matched: None },
+        };
+        let inserted = self.posted.insert(waiter);
+        debug_assert_eq!(inserted, key);
+        Posted::Queued(key)
+    }
+
+    /// The message matched to the blocking receive posted under `key`, once there is one.
+    pub fn take_matched(&mut self, key: usize) -> Option<MPI_Message> {
+        match self.posted.get(key) {
+            Some(Waiter::Blocking { matched: Some(message) }) => {
+                let message = *message;
+                self.posted.remove(key);
+                Some(message)
+            }
+            _ => None,
         }
     }
 
     /// Probe: the earliest matching unexpected message's status; `remove` takes the message.
     pub fn probe(&mut self, rt: &Runtime, want: Pattern, remove: bool) -> Option<Arrived> {
-        let start = rt.clock();
+        let start = rt.clock.ticks();
         let found = self.engine.probe(want, remove);
-        self.match_ns += rt.clock() - start;
+        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
         let key = found? as usize;
         if remove {
             self.arrived.remove(key)
@@ -219,11 +246,6 @@ impl Queues {
     }
 
     fn deliver(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: Arc<RecvOp>, mut message: MPI_Message) {
-        if op.mode == Mode::Blocking {
-            op.set_state(RecvState::Matched(message));
-            rt.add_pending(comm, -1);
-            return;
-        }
         let mut request = abi().request_null;
         // SAFETY: the op holds the user's receive arguments.
         let err = unsafe { pmpi::imrecv(op.buf, op.count, op.datatype, &mut message, &mut request) };

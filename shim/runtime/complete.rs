@@ -73,7 +73,7 @@ impl Runtime {
     }
 
     fn classify(&self, requests: &[MPI_Request]) -> Option<Vec<Option<ShimRequest>>> {
-        let shim: Vec<_> = requests.iter().map(|&r| self.lookup(r)).collect();
+        let shim = self.lookup_all(requests)?;
         shim.iter().any(Option::is_some).then_some(shim)
     }
 

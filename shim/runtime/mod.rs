@@ -1,6 +1,7 @@
 //! Per-process state: configuration, communicators, the requests the shim completes, and the
 //! progress engine that feeds arrivals to the matching engines.
 
+pub mod clock;
 pub mod comm;
 pub mod complete;
 pub mod config;
@@ -19,7 +20,6 @@ use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 /// A persistent receive: the user's handle is an inactive `PMPI_Recv_init` request; each start
 /// posts a fresh receive.
@@ -51,20 +51,41 @@ pub struct Runtime {
     pub thread_level: c_int,
     /// The engine's name as a C string, for `matchshim_engine()`.
     pub engine_name: std::ffi::CString,
-    comms: RwLock<HashMap<usize, Arc<Comm>>>,
+    comms: RwLock<HashMap<usize, Arc<Comm>, HandleHash>>,
     /// Communicators that have had receives waiting for progress.
     listed: Mutex<Vec<Arc<Comm>>>,
     /// Receives anywhere in the process that need the shim's progress to complete.
     pending: AtomicUsize,
-    requests: Mutex<HashMap<usize, ShimRequest>>,
+    requests: Mutex<HashMap<usize, ShimRequest, HandleHash>>,
     request_count: AtomicUsize,
     /// Counters of communicators already freed.
     retired: Mutex<report::Totals>,
-    epoch: Instant,
+    pub clock: clock::Clock,
     finalized: AtomicBool,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// Handles are already well spread (MPICH packs kind and index, Open MPI has addresses), so
+/// one multiply mixes them enough for the maps.
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type HandleHash = std::hash::BuildHasherDefault<HandleHasher>;
 
 thread_local! {
     static IN_SHIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -119,13 +140,13 @@ pub fn install(config: Config, thread_level: c_int) {
         tag_ub,
         thread_level,
         engine_name: std::ffi::CString::new(config.engine.name()).expect("engine names have no NUL"),
-        comms: RwLock::new(HashMap::new()),
+        comms: RwLock::new(HashMap::default()),
         listed: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
-        requests: Mutex::new(HashMap::new()),
+        requests: Mutex::new(HashMap::default()),
         request_count: AtomicUsize::new(0),
         retired: Mutex::new(report::Totals::default()),
-        epoch: Instant::now(),
+        clock: clock::Clock::new(),
         finalized: AtomicBool::new(false),
         config,
     });
@@ -138,11 +159,6 @@ pub fn take_for_finalize() -> Option<&'static Runtime> {
 }
 
 impl Runtime {
-    #[inline]
-    pub fn clock(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
     /// The state of `handle`, created on first use. An invalid handle gives MPI's own error.
     pub fn comm(&self, handle: MPI_Comm) -> Result<Arc<Comm>, c_int> {
         if let Some(comm) = self.comms.read().get(&handle.key()) {
@@ -242,23 +258,27 @@ impl Runtime {
         self.requests.lock().get(&handle.key()).cloned()
     }
 
+    /// `lookup` for each handle, under one lock; `None` when the shim holds no requests.
+    pub fn lookup_all(&self, handles: &[MPI_Request]) -> Option<Vec<Option<ShimRequest>>> {
+        if self.request_count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let requests = self.requests.lock();
+        Some(handles.iter().map(|h| requests.get(&h.key()).cloned()).collect())
+    }
+
     pub fn unregister(&self, handle: MPI_Request) {
         if self.requests.lock().remove(&handle.key()).is_some() {
             self.request_count.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
-    /// Posts a receive on `comm`, draining MPI first so a message that already arrived
-    /// matches at once.
-    pub fn post(
-        &self,
-        comm: &Arc<Comm>,
-        want: crate::matching::Pattern,
-        make_op: impl FnOnce(&mut comm::Queues) -> Arc<RecvOp>,
-    ) -> Posted {
+    /// Posts a blocking receive on `comm`, draining MPI first so a message that already
+    /// arrived matches at once.
+    pub fn post(&self, comm: &Arc<Comm>, want: crate::matching::Pattern, op: Option<&Arc<RecvOp>>) -> Posted {
         let mut queues = comm.queues.lock();
         queues.drain(comm, self);
-        queues.post(comm, self, want, make_op)
+        queues.post(comm, self, want, op)
     }
 
     /// Cancels a receive that has not matched yet; its request then completes as cancelled.

@@ -2,7 +2,7 @@
 
 use super::comm::{point_to_point, Comm, Posted};
 use super::pmpi::{self, empty_status, store_status};
-use super::recv::{Mode, RecvOp, RecvState};
+use super::recv::RecvOp;
 use super::{PersistentRecv, Runtime, ShimRequest};
 use crate::ffi::*;
 use crate::matching::{Pattern, ANY_SOURCE, ANY_TAG};
@@ -70,15 +70,17 @@ impl Runtime {
             return abi().success;
         }
         let comm = &target.comm;
-        let posted = self.post(comm, target.pattern(), |_| {
-            RecvOp::new(buf, count, datatype, target.source, target.tag, comm.clone(), Mode::Blocking)
-        });
-        let mut message = match posted {
+        let mut message = match self.post(comm, target.pattern(), None) {
             Posted::Found(arrived) => arrived.message,
-            Posted::Queued(op) => {
-                self.wait_until(Some(comm), || matches!(op.state(), RecvState::Matched(_)));
-                let RecvState::Matched(message) = op.state() else { unreachable!() };
-                message
+            Posted::Queued(key) => {
+                let mut matched = None;
+                self.wait_until(None, || {
+                    let mut queues = comm.queues.lock();
+                    queues.drain(comm, self);
+                    matched = queues.take_matched(key);
+                    matched.is_some()
+                });
+                matched.expect("matched")
             }
         };
         pmpi::mrecv(buf, count, datatype, &mut message, status)
@@ -93,8 +95,8 @@ impl Runtime {
         request: *mut MPI_Request,
     ) -> c_int {
         let comm = &target.comm;
+        let op = RecvOp::new(buf, count, datatype, target.source, target.tag, comm.clone());
         if target.is_proc_null() {
-            let op = RecvOp::new(buf, count, datatype, target.source, target.tag, comm.clone(), Mode::Nonblocking);
             let greq = match op.start_grequest() {
                 Ok(greq) => greq,
                 Err(err) => return err,
@@ -104,25 +106,28 @@ impl Runtime {
             *request = greq;
             return abi().success;
         }
-        let mut start_err = abi().success;
-        let posted = self.post(comm, target.pattern(), |_| {
-            let op = RecvOp::new(buf, count, datatype, target.source, target.tag, comm.clone(), Mode::Nonblocking);
-            if let Err(err) = op.start_grequest() {
-                start_err = err;
+        let mut queues = comm.queues.lock();
+        queues.drain(comm, self);
+        match queues.post(comm, self, target.pattern(), Some(&op)) {
+            Posted::Found(mut arrived) => {
+                drop(queues);
+                pmpi::imrecv(buf, count, datatype, &mut arrived.message, &mut *request)
             }
-            op
-        });
-        match posted {
-            Posted::Found(mut arrived) => pmpi::imrecv(buf, count, datatype, &mut arrived.message, &mut *request),
-            Posted::Queued(op) => {
-                if start_err != abi().success {
-                    self.cancel(&op);
-                    return start_err;
+            Posted::Queued(_) => {
+                // Started under the lock: no arrival can complete the op before it exists.
+                let greq = op.start_grequest();
+                drop(queues);
+                match greq {
+                    Ok(greq) => {
+                        self.register(greq, ShimRequest::Recv(op));
+                        *request = greq;
+                        abi().success
+                    }
+                    Err(err) => {
+                        self.cancel(&op);
+                        err
+                    }
                 }
-                let greq = op.grequest();
-                self.register(greq, ShimRequest::Recv(op));
-                *request = greq;
-                abi().success
             }
         }
     }
@@ -162,14 +167,15 @@ impl Runtime {
         if current.is_some() {
             return pmpi::raise(p.comm.handle, abi().err_request);
         }
-        let op = RecvOp::new(p.buf, p.count, p.datatype, p.source, p.tag, p.comm.clone(), Mode::Nonblocking);
+        let op = RecvOp::new(p.buf, p.count, p.datatype, p.source, p.tag, p.comm.clone());
         if p.source == abi().proc_null {
             op.finish(empty_status(abi().proc_null), abi().success);
         } else {
             let target = Target { comm: p.comm.clone(), source: p.source, tag: p.tag };
-            let posted = self.post(&p.comm, target.pattern(), |_| op.clone());
-            if let Posted::Found(arrived) = posted {
-                p.comm.queues.lock().start_receive(&p.comm, self, op.clone(), arrived.message);
+            let mut queues = p.comm.queues.lock();
+            queues.drain(&p.comm, self);
+            if let Posted::Found(arrived) = queues.post(&p.comm, self, target.pattern(), Some(&op)) {
+                queues.start_receive(&p.comm, self, op.clone(), arrived.message);
             }
         }
         *current = Some(op);

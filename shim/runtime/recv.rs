@@ -1,4 +1,5 @@
-//! A receive the shim completes itself, and the generalized request that stands for it.
+//! A nonblocking receive the shim completes itself, and the generalized request that stands
+//! for it.
 
 use super::comm::Comm;
 use super::pmpi;
@@ -7,22 +8,12 @@ use parking_lot::Mutex;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mode {
-    /// `MPI_Recv`: the waiting thread receives the matched message itself.
-    Blocking,
-    /// `MPI_Irecv` and persistent receives: progress starts the receive once matched.
-    Nonblocking,
-}
-
 #[derive(Clone, Copy)]
 pub enum RecvState {
     /// Not yet in a queue.
     New,
     /// In the posted-receive queue under this id.
     Posted(u64),
-    /// A blocking receive matched this message.
-    Matched(MPI_Message),
     /// MPI is moving the payload.
     Receiving(MPI_Request),
     Done { status: MPI_Status, err: c_int },
@@ -41,7 +32,6 @@ pub struct RecvOp {
     pub source: c_int,
     pub tag: c_int,
     pub comm: Arc<Comm>,
-    pub mode: Mode,
     inner: Mutex<OpInner>,
 }
 
@@ -58,7 +48,6 @@ impl RecvOp {
         source: c_int,
         tag: c_int,
         comm: Arc<Comm>,
-        mode: Mode,
     ) -> Arc<RecvOp> {
         Arc::new(RecvOp {
             buf,
@@ -67,7 +56,6 @@ impl RecvOp {
             source,
             tag,
             comm,
-            mode,
             inner: Mutex::new(OpInner { state: RecvState::New, greq: abi().request_null }),
         })
     }

@@ -11,7 +11,7 @@ use std::io::Write;
 #[derive(Clone, Default)]
 pub struct Totals {
     pub stats: EngineStats,
-    pub match_ns: u64,
+    pub match_ticks: [u64; 2],
     pub communicators: u64,
     pub posted_left: u64,
     pub unexpected_left: u64,
@@ -19,9 +19,10 @@ pub struct Totals {
 
 impl Totals {
     pub fn add_comm(&mut self, comm: &Comm) {
-        let (stats, match_ns, (posted, unexpected)) = comm.stats();
+        let (stats, match_ticks, (posted, unexpected)) = comm.stats();
         self.stats.merge(&stats);
-        self.match_ns += match_ns;
+        self.match_ticks[0] += match_ticks[0];
+        self.match_ticks[1] += match_ticks[1];
         self.communicators += 1;
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
@@ -47,15 +48,18 @@ pub struct TrafficReport {
     pub umq: SearchReport,
     pub matches: u64,
     pub unexpected: u64,
+    /// Time spent in the engine for this traffic.
+    pub match_time_ns: u64,
 }
 
-impl From<&TrafficStats> for TrafficReport {
-    fn from(t: &TrafficStats) -> Self {
+impl TrafficReport {
+    fn new(t: &TrafficStats, match_time_ns: u64) -> Self {
         TrafficReport {
             prq: (&t.prq).into(),
             umq: (&t.umq).into(),
             matches: t.matches,
             unexpected: t.unexpected,
+            match_time_ns,
         }
     }
 }
@@ -71,7 +75,10 @@ pub struct RankReport {
     pub communicators: u64,
     pub point_to_point: TrafficReport,
     pub collective: TrafficReport,
+    /// Time spent in the engine, all traffic.
     pub match_time_ns: u64,
+    /// Time from `MPI_Init` to `MPI_Finalize`.
+    pub wall_time_ns: u64,
     pub queues: u64,
     pub queues_max: u64,
     pub posted_left: u64,
@@ -82,6 +89,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 impl RankReport {
     pub fn new(rt: &Runtime, totals: &Totals) -> RankReport {
+        let p2p_ns = rt.clock.nanos(totals.match_ticks[0]);
+        let coll_ns = rt.clock.nanos(totals.match_ticks[1]);
         let mut size = 0;
         // SAFETY: plain query on the world communicator.
         unsafe { PMPI_Comm_size(abi().comm_world, &mut size) };
@@ -93,9 +102,10 @@ impl RankReport {
             size,
             thread_level: rt.thread_level,
             communicators: totals.communicators,
-            point_to_point: (&totals.stats.point_to_point).into(),
-            collective: (&totals.stats.collective).into(),
-            match_time_ns: totals.match_ns,
+            point_to_point: TrafficReport::new(&totals.stats.point_to_point, p2p_ns),
+            collective: TrafficReport::new(&totals.stats.collective, coll_ns),
+            match_time_ns: p2p_ns + coll_ns,
+            wall_time_ns: rt.clock.elapsed_ns(),
             queues: totals.stats.queues,
             queues_max: totals.stats.queues_max,
             posted_left: totals.posted_left,
@@ -121,7 +131,7 @@ pub fn summary_line(rt: &Runtime, totals: &Totals) -> Option<String> {
         p2p.umq.depth_total,
         p2p.matches,
         p2p.unexpected,
-        totals.match_ns,
+        rt.clock.nanos(totals.match_ticks[0] + totals.match_ticks[1]),
         totals.unexpected_left,
     ];
     let maxes = [p2p.prq.depth_max, p2p.umq.depth_max, totals.stats.queues_max];

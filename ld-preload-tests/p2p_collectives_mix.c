@@ -1,0 +1,92 @@
+/* ranks: 2 3 */
+/* Point-to-point operations left pending across collectives: a rank may
+ * enter a collective with receives or sends outstanding while others have
+ * none, and messages may arrive while it is inside the collective. */
+#include "common.h"
+
+#define N 8
+
+/* Rank 1 enters the collective with a pending receive, the others with
+ * nothing pending; the message is sent after the collective. */
+static void one_sided_pending(int coll, const char *name)
+{
+    int b[N], x = t_rank, sum = 0;
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Status st;
+    if (t_rank == 1)
+        CHK(MPI_Irecv(b, N, MPI_INT, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, &r));
+    switch (coll) {
+    case 0: CHK(MPI_Barrier(MPI_COMM_WORLD)); break;
+    case 1: CHK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD)); break;
+    case 2: CHK(MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD)); break;
+    }
+    if (t_rank == 0) {
+        fill(b, N, 0, 3, 0);
+        CHK(MPI_Send(b, N, MPI_INT, 1, 3, MPI_COMM_WORLD));
+    } else if (t_rank == 1) {
+        CHK(MPI_Wait(&r, &st));
+        EXPECT_MSG(b, N, 0, 3, 0, st);
+    }
+    if (coll == 1)
+        EXPECT(sum == t_size * (t_size - 1) / 2, "Allreduce sum %d", sum);
+    report(name);
+}
+
+/* Messages (eager and rendezvous sized) sent before a barrier are received
+ * after it; the sender's Isends stay pending across the barrier. */
+static void sent_before_barrier(int n, const char *name)
+{
+    int *b = malloc(sizeof(int) * (size_t)n);
+    MPI_Status st;
+    MPI_Request r;
+    if (t_rank == 0) {
+        fill(b, n, 0, 4, 0);
+        CHK(MPI_Isend(b, n, MPI_INT, 1, 4, MPI_COMM_WORLD, &r));
+        CHK(MPI_Barrier(MPI_COMM_WORLD));
+        CHK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    } else {
+        CHK(MPI_Barrier(MPI_COMM_WORLD));
+        if (t_rank == 1) {
+            CHK(MPI_Recv(b, n, MPI_INT, 0, 4, MPI_COMM_WORLD, &st));
+            EXPECT_MSG(b, n, 0, 4, 0, st);
+        }
+    }
+    free(b);
+    report(name);
+}
+
+/* Collectives on a dup while wildcard receives on the parent are pending
+ * and messages for them are in flight. */
+static void dup_collectives(void)
+{
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int next = (t_rank + 1) % t_size, prev = (t_rank + t_size - 1) % t_size;
+    int in[N], out[N], x = 1, sum = 0;
+    MPI_Request r[2];
+    MPI_Status st[2];
+    CHK(MPI_Irecv(in, N, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]));
+    fill(out, N, t_rank, 5, 0);
+    CHK(MPI_Isend(out, N, MPI_INT, next, 5, MPI_COMM_WORLD, &r[1]));
+    for (int i = 0; i < 10; i++) {
+        CHK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, dup));
+        CHK(MPI_Barrier(dup));
+    }
+    EXPECT(sum == t_size, "Allreduce on the dup: %d", sum);
+    CHK(MPI_Waitall(2, r, st));
+    EXPECT_MSG(in, N, prev, 5, 0, st[0]);
+    MPI_Comm_free(&dup);
+    report("pending_p2p_across_dup_collectives");
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    one_sided_pending(0, "pending_recv_one_rank_barrier");
+    one_sided_pending(1, "pending_recv_one_rank_allreduce");
+    one_sided_pending(2, "pending_recv_one_rank_bcast");
+    sent_before_barrier(N, "isend_across_barrier_small");
+    sent_before_barrier((1 << 20) / 4 + 1, "isend_across_barrier_large");
+    dup_collectives();
+    return t_finish();
+}

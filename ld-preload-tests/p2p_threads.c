@@ -1,0 +1,195 @@
+/* ranks: 2 */
+/* MPI_THREAD_MULTIPLE: four threads per rank exchange messages with the
+ * peer at the same time, each on its own tag, using blocking calls,
+ * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall. */
+#include "common.h"
+#include <pthread.h>
+
+#define NT 4
+#define MSGS 200
+#define W 5
+
+struct ctx {
+    int id, tag, peer;
+    int fail;
+    char detail[DETAIL_LEN];
+};
+
+static void tfail(struct ctx *c, const char *fmt, ...)
+{
+    if (c->fail)
+        return;
+    c->fail = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, DETAIL_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* Checks message seq from the peer; statuses with real source and tag. */
+static void tcheck(struct ctx *c, const int *b, int seq, MPI_Status *st)
+{
+    int bi = bad_at(b, W, c->peer, c->tag, seq);
+    if (bi >= 0)
+        tfail(c, "thread %d: message %d wrong (seq in payload %d)", c->id, seq,
+              (b[0] ^ pat(c->peer, c->tag, 0, 0)) / 131);
+    if (st && (st->MPI_SOURCE != c->peer || st->MPI_TAG != c->tag))
+        tfail(c, "thread %d: message %d status source %d tag %d", c->id, seq,
+              st->MPI_SOURCE, st->MPI_TAG);
+}
+
+#define TCHK(c, call) do { int rc_ = (call); \
+        if (rc_ != MPI_SUCCESS) tfail((c), "thread %d: %s failed (%d)", (c)->id, #call, rc_); } while (0)
+
+/* Blocking ping-pong. */
+static void blocking(struct ctx *c)
+{
+    int out[W], in[W];
+    MPI_Status st;
+    for (int i = 0; i < MSGS; i++) {
+        fill(out, W, t_rank, c->tag, i);
+        if (t_rank == 0) {
+            TCHK(c, MPI_Send(out, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD));
+            TCHK(c, MPI_Recv(in, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &st));
+        } else {
+            TCHK(c, MPI_Recv(in, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &st));
+            TCHK(c, MPI_Send(out, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD));
+        }
+        tcheck(c, in, i, &st);
+    }
+}
+
+/* All messages at once: ANY_SOURCE Irecvs and Isends, one Waitall. */
+static void bulk_any_source(struct ctx *c)
+{
+    int (*out)[W] = malloc(sizeof(int[W]) * MSGS), (*in)[W] = malloc(sizeof(int[W]) * MSGS);
+    MPI_Request *r = malloc(sizeof(MPI_Request) * 2 * MSGS);
+    MPI_Status *st = malloc(sizeof(MPI_Status) * 2 * MSGS);
+    for (int i = 0; i < MSGS; i++) {
+        TCHK(c, MPI_Irecv(in[i], W, MPI_INT, MPI_ANY_SOURCE, c->tag, MPI_COMM_WORLD, &r[i]));
+        fill(out[i], W, t_rank, c->tag, i);
+    }
+    for (int i = 0; i < MSGS; i++)
+        TCHK(c, MPI_Isend(out[i], W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &r[MSGS + i]));
+    TCHK(c, MPI_Waitall(2 * MSGS, r, st));
+    for (int i = 0; i < MSGS; i++)
+        tcheck(c, in[i], i, &st[i]);
+    free(out);
+    free(in);
+    free(r);
+    free(st);
+}
+
+/* Sends everything nonblocking, receives by polling Iprobe (even) or
+ * Improbe (odd) with ANY_SOURCE. */
+static void probing(struct ctx *c)
+{
+    int (*out)[W] = malloc(sizeof(int[W]) * MSGS);
+    MPI_Request *r = malloc(sizeof(MPI_Request) * MSGS);
+    for (int i = 0; i < MSGS; i++) {
+        fill(out[i], W, t_rank, c->tag, i);
+        TCHK(c, MPI_Isend(out[i], W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &r[i]));
+    }
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < MSGS && !c->fail; i++) {
+        int in[W], flag = 0;
+        MPI_Status st;
+        MPI_Message m;
+        while (!flag && MPI_Wtime() - t0 < 20) {
+            if (i % 2 == 0)
+                TCHK(c, MPI_Iprobe(MPI_ANY_SOURCE, c->tag, MPI_COMM_WORLD, &flag, &st));
+            else
+                TCHK(c, MPI_Improbe(MPI_ANY_SOURCE, c->tag, MPI_COMM_WORLD, &flag, &m, &st));
+        }
+        if (!flag) {
+            tfail(c, "thread %d: message %d never probed", c->id, i);
+            break;
+        }
+        int n = -1;
+        MPI_Get_count(&st, MPI_INT, &n);
+        if (n != W || st.MPI_SOURCE != c->peer || st.MPI_TAG != c->tag)
+            tfail(c, "thread %d: probe of %d: source %d tag %d count %d", c->id, i,
+                  st.MPI_SOURCE, st.MPI_TAG, n);
+        if (i % 2 == 0)
+            TCHK(c, MPI_Recv(in, W, MPI_INT, st.MPI_SOURCE, c->tag, MPI_COMM_WORLD, &st));
+        else
+            TCHK(c, MPI_Mrecv(in, W, MPI_INT, &m, &st));
+        tcheck(c, in, i, &st);
+    }
+    TCHK(c, MPI_Waitall(MSGS, r, MPI_STATUSES_IGNORE));
+    free(out);
+    free(r);
+}
+
+/* Rounds of 20 receives (half ANY_SOURCE) and 20 sends, one Waitall each. */
+static void chunked(struct ctx *c)
+{
+    enum { K = 20 };
+    int out[K][W], in[K][W];
+    MPI_Request r[2 * K];
+    MPI_Status st[2 * K];
+    for (int base = 0; base < MSGS; base += K) {
+        for (int i = 0; i < K; i++) {
+            TCHK(c, MPI_Irecv(in[i], W, MPI_INT, i % 2 ? MPI_ANY_SOURCE : c->peer, c->tag,
+                              MPI_COMM_WORLD, &r[i]));
+            fill(out[i], W, t_rank, c->tag, base + i);
+            TCHK(c, MPI_Isend(out[i], W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &r[K + i]));
+        }
+        TCHK(c, MPI_Waitall(2 * K, r, st));
+        for (int i = 0; i < K; i++)
+            tcheck(c, in[i], base + i, &st[i]);
+    }
+}
+
+static void *worker(void *arg)
+{
+    struct ctx *c = arg;
+    switch (c->id) {
+    case 0: blocking(c); break;
+    case 1: bulk_any_source(c); break;
+    case 2: probing(c); break;
+    case 3: chunked(c); break;
+    }
+    return NULL;
+}
+
+static const char *names[NT] = {"threads_blocking", "threads_any_source_waitall",
+                                "threads_iprobe_improbe", "threads_chunked_waitall"};
+
+int main(int argc, char **argv)
+{
+    int provided = -1;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    t_setup();
+    /* all ranks must agree, or the exchange below would deadlock */
+    int all_multiple = provided == MPI_THREAD_MULTIPLE, both;
+    MPI_Allreduce(&all_multiple, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int qp = -1;
+    MPI_Query_thread(&qp);
+    EXPECT(qp == provided, "MPI_Query_thread %d, MPI_Init_thread provided %d", qp, provided);
+    report("query_thread_matches_provided");
+    if (!both || t_size < 2) {
+        for (int t = 0; t < NT; t++)
+            report_skip(names[t], "MPI_THREAD_MULTIPLE not provided");
+        return t_finish();
+    }
+    if (t_rank < 2) {
+        pthread_t th[NT];
+        struct ctx c[NT];
+        for (int t = 0; t < NT; t++) {
+            c[t] = (struct ctx){.id = t, .tag = 10 + t, .peer = 1 - t_rank};
+            pthread_create(&th[t], NULL, worker, &c[t]);
+        }
+        for (int t = 0; t < NT; t++)
+            pthread_join(th[t], NULL);
+        for (int t = 0; t < NT; t++) {
+            if (c[t].fail)
+                FAILF("%s", c[t].detail);
+            report(names[t]);
+        }
+    } else {
+        for (int t = 0; t < NT; t++)
+            report(names[t]);
+    }
+    return t_finish();
+}

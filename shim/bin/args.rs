@@ -1,0 +1,352 @@
+//! Command-line parsing (a handful of options: no parser crate needed).
+
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+usage:
+  matchshim run [--engine E] [--mpi mpich|openmpi] [--lib PATH] [--out RUN_DIR] [--ranks]
+                -n N -- PROGRAM [ARGS...]
+  matchshim report [--json] [--ranks] RUN_DIR...
+  matchshim compare [--engines E1,E2,...] [--repeat R] [--mpi mpich|openmpi] [--lib PATH]
+                    [--out DIR] [--plot FILE.svg] -n N -- PROGRAM [ARGS...]
+
+run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
+         (default matchshim-runs/<time>-<engine>) and prints the summary
+report   prints the summary of runs (--json: machine-readable; --ranks: a row per rank)
+compare  runs PROGRAM natively and under each engine (default: all), R times each (median),
+         and prints queue search time speedups over `list`, queues allocated and wall times
+
+The shim library defaults to target/release/libmatchshim.so (MPICH) or
+target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
+MATCHSHIM_LIB variable (never passed to the ranks) name another.";
+
+/// Where and how to launch a program.
+#[derive(Debug, PartialEq)]
+pub struct Launch {
+    pub mpi: Option<String>,
+    pub lib: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub ranks: usize,
+    pub program: Vec<String>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    Run {
+        launch: Launch,
+        engine: Option<String>,
+        per_rank: bool,
+    },
+    Report {
+        dirs: Vec<PathBuf>,
+        json: bool,
+        per_rank: bool,
+    },
+    Compare {
+        launch: Launch,
+        engines: Option<Vec<String>>,
+        repeat: usize,
+        plot: Option<PathBuf>,
+    },
+    /// Internal: wraps one rank's process to record its exit status and stderr.
+    Rank {
+        dir: PathBuf,
+        program: Vec<String>,
+    },
+    Help,
+    Version,
+}
+
+/// Splits `--name=value` and walks the arguments.
+struct Cursor {
+    args: std::vec::IntoIter<String>,
+    pending: Option<String>,
+}
+
+impl Cursor {
+    fn new(args: Vec<String>) -> Cursor {
+        Cursor {
+            args: args.into_iter(),
+            pending: None,
+        }
+    }
+
+    fn next(&mut self) -> Option<String> {
+        let arg = self.args.next()?;
+        match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => {
+                self.pending = Some(value.to_string());
+                Some(name.to_string())
+            }
+            _ => Some(arg),
+        }
+    }
+
+    fn value(&mut self, option: &str) -> Result<String, String> {
+        self.pending
+            .take()
+            .or_else(|| self.args.next())
+            .ok_or_else(|| format!("{option} needs a value"))
+    }
+
+    fn number(&mut self, option: &str) -> Result<usize, String> {
+        let text = self.value(option)?;
+        match text.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{option} wants a positive number, not {text:?}")),
+        }
+    }
+
+    fn rest(&mut self) -> Vec<String> {
+        self.args.by_ref().collect()
+    }
+
+    /// A `--flag=value` given to an option that takes no value.
+    fn check_no_value(&mut self, option: &str) -> Result<(), String> {
+        match self.pending.take() {
+            Some(_) => Err(format!("{option} takes no value")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses the arguments after the program name; an error is a one-line usage message.
+pub fn parse(args: Vec<String>) -> Result<Command, String> {
+    let mut cursor = Cursor::new(args);
+    let Some(sub) = cursor.next() else {
+        return Ok(Command::Help);
+    };
+    match sub.as_str() {
+        "run" | "compare" => parse_launch(&sub, &mut cursor),
+        "report" => parse_report(&mut cursor),
+        "_rank" => {
+            let dir = cursor.next().ok_or("_rank needs a directory")?;
+            match cursor.next().as_deref() {
+                Some("--") => {}
+                _ => return Err("_rank needs -- before the program".into()),
+            }
+            let program = cursor.rest();
+            if program.is_empty() {
+                return Err("_rank needs a program".into());
+            }
+            Ok(Command::Rank {
+                dir: dir.into(),
+                program,
+            })
+        }
+        "help" | "-h" | "--help" => Ok(Command::Help),
+        "-V" | "--version" => Ok(Command::Version),
+        other => Err(format!("unknown command {other:?} (run, report, compare)")),
+    }
+}
+
+fn parse_launch(sub: &str, cursor: &mut Cursor) -> Result<Command, String> {
+    let compare = sub == "compare";
+    let (mut mpi, mut lib, mut out, mut ranks) = (None, None, None, None);
+    let (mut engine, mut engines, mut repeat, mut plot, mut per_rank) =
+        (None, None, 1, None, false);
+    let mut program = Vec::new();
+    while let Some(arg) = cursor.next() {
+        match arg.as_str() {
+            "--mpi" => {
+                let name = cursor.value(&arg)?;
+                if name != "mpich" && name != "openmpi" {
+                    return Err(format!("--mpi is mpich or openmpi, not {name:?}"));
+                }
+                mpi = Some(name);
+            }
+            "--lib" => lib = Some(PathBuf::from(cursor.value(&arg)?)),
+            "--out" => out = Some(PathBuf::from(cursor.value(&arg)?)),
+            "-n" | "-np" => ranks = Some(cursor.number(&arg)?),
+            "--engine" if !compare => engine = Some(cursor.value(&arg)?),
+            "--ranks" if !compare => {
+                cursor.check_no_value(&arg)?;
+                per_rank = true;
+            }
+            "--engines" if compare => {
+                let list: Vec<String> = cursor
+                    .value(&arg)?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(String::from)
+                    .collect();
+                if list.is_empty() {
+                    return Err("--engines needs at least one engine".into());
+                }
+                engines = Some(list);
+            }
+            "--repeat" if compare => repeat = cursor.number(&arg)?,
+            "--plot" if compare => plot = Some(PathBuf::from(cursor.value(&arg)?)),
+            "--" => {
+                program = cursor.rest();
+                break;
+            }
+            option if option.starts_with('-') => {
+                return Err(format!("{sub} does not take {option}"));
+            }
+            _ => {
+                program.push(arg);
+                program.extend(cursor.rest());
+                break;
+            }
+        }
+    }
+    let ranks = ranks.ok_or_else(|| format!("{sub} needs -n RANKS"))?;
+    if program.is_empty() {
+        return Err(format!("{sub} needs a program after --"));
+    }
+    let launch = Launch {
+        mpi,
+        lib,
+        out,
+        ranks,
+        program,
+    };
+    Ok(if compare {
+        Command::Compare {
+            launch,
+            engines,
+            repeat,
+            plot,
+        }
+    } else {
+        Command::Run {
+            launch,
+            engine,
+            per_rank,
+        }
+    })
+}
+
+fn parse_report(cursor: &mut Cursor) -> Result<Command, String> {
+    let (mut dirs, mut json, mut per_rank) = (Vec::new(), false, false);
+    while let Some(arg) = cursor.next() {
+        match arg.as_str() {
+            "--json" => {
+                cursor.check_no_value(&arg)?;
+                json = true;
+            }
+            "--ranks" => {
+                cursor.check_no_value(&arg)?;
+                per_rank = true;
+            }
+            option if option.starts_with('-') => {
+                return Err(format!("report does not take {option}"));
+            }
+            _ => dirs.push(PathBuf::from(arg)),
+        }
+    }
+    if dirs.is_empty() {
+        return Err("report needs a RUN_DIR".into());
+    }
+    Ok(Command::Report {
+        dirs,
+        json,
+        per_rank,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(line: &str) -> Result<Command, String> {
+        parse(line.split_whitespace().map(String::from).collect())
+    }
+
+    #[test]
+    fn run_takes_options_then_the_program() {
+        let cmd = parse_str("run --engine=list --mpi openmpi -n 4 -- ./app -n 7 --x").unwrap();
+        let Command::Run {
+            launch,
+            engine,
+            per_rank,
+        } = cmd
+        else {
+            panic!("{cmd:?}")
+        };
+        assert_eq!(engine.as_deref(), Some("list"));
+        assert_eq!(launch.mpi.as_deref(), Some("openmpi"));
+        assert_eq!(launch.ranks, 4);
+        assert_eq!(launch.program, ["./app", "-n", "7", "--x"]);
+        assert!(!per_rank);
+    }
+
+    #[test]
+    fn the_program_may_follow_without_separator() {
+        let Command::Run { launch, .. } = parse_str("run -n 2 ./app --flag").unwrap() else {
+            panic!()
+        };
+        assert_eq!(launch.program, ["./app", "--flag"]);
+    }
+
+    #[test]
+    fn compare_splits_engines_and_reads_repeat_and_plot() {
+        let cmd =
+            parse_str("compare --engines list,rank --repeat 3 --plot p.svg -n 2 -- ./a").unwrap();
+        let Command::Compare {
+            engines,
+            repeat,
+            plot,
+            launch,
+        } = cmd
+        else {
+            panic!()
+        };
+        assert_eq!(engines.unwrap(), ["list", "rank"]);
+        assert_eq!((repeat, plot.unwrap()), (3, PathBuf::from("p.svg")));
+        assert_eq!(launch.program, ["./a"]);
+    }
+
+    #[test]
+    fn report_takes_dirs_and_flags() {
+        let cmd = parse_str("report --json a b --ranks").unwrap();
+        assert_eq!(
+            cmd,
+            Command::Report {
+                dirs: vec!["a".into(), "b".into()],
+                json: true,
+                per_rank: true
+            }
+        );
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        assert!(parse_str("run -- ./a").unwrap_err().contains("-n"));
+        assert!(parse_str("run -n 2").unwrap_err().contains("program"));
+        assert!(parse_str("run -n zero ./a")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(parse_str("run --mpi lam -n 2 ./a")
+            .unwrap_err()
+            .contains("mpich or openmpi"));
+        assert!(parse_str("run --engines list -n 2 ./a")
+            .unwrap_err()
+            .contains("--engines"));
+        assert!(parse_str("compare --repeat 0 -n 2 ./a")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(parse_str("report").unwrap_err().contains("RUN_DIR"));
+        assert!(parse_str("report --json=1 d")
+            .unwrap_err()
+            .contains("no value"));
+        assert!(parse_str("frobnicate")
+            .unwrap_err()
+            .contains("unknown command"));
+    }
+
+    #[test]
+    fn rank_wrapper_needs_separator_and_program() {
+        let cmd = parse_str("_rank /d -- env A=1 ./a").unwrap();
+        assert_eq!(
+            cmd,
+            Command::Rank {
+                dir: "/d".into(),
+                program: vec!["env".into(), "A=1".into(), "./a".into()]
+            }
+        );
+        assert!(parse_str("_rank /d --").is_err());
+    }
+}

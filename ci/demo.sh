@@ -25,7 +25,7 @@ matchshim="$(dirname "$lib")/matchshim"
 
 echo "== native $mpi, $ranks ranks"
 mpirun_for "$mpi" "$ranks" "$out/demo"
-for engine in list rank; do
+for engine in list col+pnp; do
     echo "== under matchshim, engine $engine"
     MATCHSHIM_VERBOSE=1 "$matchshim" run --mpi "$mpi" --lib "$lib" --engine "$engine" \
         --out "$out/$engine" --ranks -n "$ranks" -- "$out/demo"

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The MPI the shim next to the test binary was built for.
-const MPI: &str = env!("MATCHSHIM_MPI_FLAVOR");
+const MPI: &str = env!("BUILT_FOR_MPI");
 const EXE: &str = env!("CARGO_BIN_EXE_matchshim");
 
 struct Setup {

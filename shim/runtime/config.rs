@@ -13,10 +13,27 @@ pub struct Config {
     pub verbose: bool,
 }
 
-const KNOWN: &[&str] = &["MATCHSHIM_ENGINE", "MATCHSHIM_REPORT", "MATCHSHIM_VERBOSE"];
+const KNOWN: &[&str] = &[
+    "MATCHSHIM_ENGINE",
+    "MATCHSHIM_BINS",
+    "MATCHSHIM_THETA",
+    "MATCHSHIM_K",
+    "MATCHSHIM_KC",
+    "MATCHSHIM_KP",
+    "MATCHSHIM_REPORT",
+    "MATCHSHIM_VERBOSE",
+];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
     format!("{name}={value:?} is not valid; accepted values: {accepted}")
+}
+
+fn positive(name: &str, value: &str) -> Result<usize, String> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| bad_value(name, value, "a positive integer"))
 }
 
 impl Config {
@@ -26,16 +43,23 @@ impl Config {
         I: IntoIterator<Item = (String, String)>,
     {
         let mut config = Config {
-            engine: EngineKind::Rank,
-            params: EngineParams { comm_size: 0 },
+            engine: EngineKind::ColPnp,
+            params: EngineParams::default(),
             report: None,
             verbose: false,
         };
+        // MATCHSHIM_K splits evenly; MATCHSHIM_KC / MATCHSHIM_KP then override their half.
+        let (mut k, mut k_c, mut k_p) = (None, None, None);
         for (name, value) in vars {
             if !name.starts_with("MATCHSHIM_") {
                 continue;
             }
             match name.as_str() {
+                "MATCHSHIM_BINS" => config.params.bins = positive(&name, &value)?,
+                "MATCHSHIM_THETA" => config.params.theta = positive(&name, &value)?,
+                "MATCHSHIM_K" => k = Some(positive(&name, &value)?),
+                "MATCHSHIM_KC" => k_c = Some(positive(&name, &value)?),
+                "MATCHSHIM_KP" => k_p = Some(positive(&name, &value)?),
                 "MATCHSHIM_ENGINE" => {
                     config.engine = EngineKind::parse(&value)
                         .ok_or_else(|| bad_value(&name, &value, &EngineKind::accepted()))?;
@@ -61,6 +85,12 @@ impl Config {
                 }
             }
         }
+        if let Some(k) = k {
+            config.params.k_c = k.div_ceil(2);
+            config.params.k_p = k / 2;
+        }
+        config.params.k_c = k_c.unwrap_or(config.params.k_c);
+        config.params.k_p = k_p.unwrap_or(config.params.k_p);
         Ok(config)
     }
 }
@@ -76,7 +106,8 @@ mod tests {
     #[test]
     fn defaults_without_variables() {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
-        assert_eq!(config.engine, EngineKind::Rank);
+        assert_eq!(config.engine, EngineKind::ColPnp);
+        assert_eq!(config.params, EngineParams::default());
         assert!(config.report.is_none() && !config.verbose);
     }
 
@@ -96,6 +127,27 @@ mod tests {
     fn unknown_variable_is_an_error() {
         let err = Config::from_vars(vars(&[("MATCHSHIM_ENGIN", "list")])).unwrap_err();
         assert!(err.contains("MATCHSHIM_ENGIN") && err.contains("MATCHSHIM_ENGINE"));
+    }
+
+    #[test]
+    fn queue_parameters_are_read() {
+        let config = Config::from_vars(vars(&[
+            ("MATCHSHIM_BINS", "64"),
+            ("MATCHSHIM_THETA", "20"),
+            ("MATCHSHIM_K", "5"),
+            ("MATCHSHIM_KP", "4"),
+        ]))
+        .unwrap();
+        let p = config.params;
+        assert_eq!((p.bins, p.theta, p.k_c, p.k_p), (64, 20, 3, 4));
+    }
+
+    #[test]
+    fn queue_parameters_must_be_positive_integers() {
+        for (name, value) in [("MATCHSHIM_BINS", "0"), ("MATCHSHIM_THETA", "-3"), ("MATCHSHIM_KC", "x")] {
+            let err = Config::from_vars(vars(&[(name, value)])).unwrap_err();
+            assert!(err.contains(name) && err.contains("positive integer"), "{err}");
+        }
     }
 
     #[test]

@@ -11,9 +11,19 @@ pub struct Config {
     pub report: Option<PathBuf>,
     /// One-line summary on rank 0's stderr at `MPI_Finalize`.
     pub verbose: bool,
+    /// Who runs collectives.
+    pub coll: CollMode,
 }
 
-const KNOWN: &[&str] = &["MATCHSHIM_ENGINE", "MATCHSHIM_REPORT", "MATCHSHIM_VERBOSE"];
+/// `MATCHSHIM_COLL`: the shim runs collectives on its own point-to-point (`shim`), or passes
+/// them to MPI (`native`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollMode {
+    Shim,
+    Native,
+}
+
+const KNOWN: &[&str] = &["MATCHSHIM_ENGINE", "MATCHSHIM_REPORT", "MATCHSHIM_VERBOSE", "MATCHSHIM_COLL"];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
     format!("{name}={value:?} is not valid; accepted values: {accepted}")
@@ -30,6 +40,7 @@ impl Config {
             params: EngineParams { comm_size: 0 },
             report: None,
             verbose: false,
+            coll: CollMode::Shim,
         };
         for (name, value) in vars {
             if !name.starts_with("MATCHSHIM_") {
@@ -51,6 +62,13 @@ impl Config {
                         "0" | "" => false,
                         "1" => true,
                         _ => return Err(bad_value(&name, &value, "0, 1")),
+                    };
+                }
+                "MATCHSHIM_COLL" => {
+                    config.coll = match value.as_str() {
+                        "shim" => CollMode::Shim,
+                        "native" => CollMode::Native,
+                        _ => return Err(bad_value(&name, &value, "shim, native")),
                     };
                 }
                 _ => {
@@ -78,6 +96,15 @@ mod tests {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
         assert_eq!(config.engine, EngineKind::Rank);
         assert!(config.report.is_none() && !config.verbose);
+        assert_eq!(config.coll, CollMode::Shim);
+    }
+
+    #[test]
+    fn collectives_can_be_left_to_mpi() {
+        let config = Config::from_vars(vars(&[("MATCHSHIM_COLL", "native")])).unwrap();
+        assert_eq!(config.coll, CollMode::Native);
+        let err = Config::from_vars(vars(&[("MATCHSHIM_COLL", "mpi")])).unwrap_err();
+        assert!(err.contains("MATCHSHIM_COLL") && err.contains("shim") && err.contains("native"));
     }
 
     #[test]

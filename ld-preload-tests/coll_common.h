@@ -59,6 +59,14 @@ static inline void report(const char *name)
     t_detail[0] = 0;
 }
 
+static inline void report_skip(const char *name, const char *why)
+{
+    if (t_rank == 0) {
+        printf("skip %s: %s\n", name, why);
+        fflush(stdout);
+    }
+}
+
 static inline void t_init(int *argc, char ***argv)
 {
     MPI_Init(argc, argv);

@@ -66,9 +66,9 @@ impl TypeInfo {
         }
         Ok(TypeInfo {
             size: size as i64,
-            extent,
-            true_lb,
-            true_extent,
+            extent: aint(extent),
+            true_lb: aint(true_lb),
+            true_extent: aint(true_extent),
         })
     }
 
@@ -86,6 +86,12 @@ impl TypeInfo {
             self.true_extent + (count - 1) * self.extent
         }
     }
+}
+
+/// `MPI_Aint` is `long` in MPICH and `ptrdiff_t` in Open MPI.
+#[allow(clippy::unnecessary_cast)]
+fn aint(x: MPI_Aint) -> i64 {
+    x as i64
 }
 
 fn is_contiguous(dtype: MPI_Datatype) -> bool {

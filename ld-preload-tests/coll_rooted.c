@@ -1,6 +1,6 @@
-/* ranks: 1 2 3 4 7 */
+/* ranks: 1 2 3 4 7 11 */
 /* Rooted collectives: Bcast, Reduce, Gather(v), Scatter(v) with several roots, counts from 0
- * to 100k doubles, and MPI_IN_PLACE at the root. */
+ * to 100k doubles, and MPI_IN_PLACE at the root (11 ranks: the binomial gather and scatter). */
 #include "coll_common.h"
 
 static int roots(int *out)

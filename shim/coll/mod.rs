@@ -242,6 +242,11 @@ impl CollComm {
         Some(dup)
     }
 
+    /// True while a schedule runs on the communicator.
+    pub fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire) > 0
+    }
+
     fn next_seq(&self) -> u32 {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }

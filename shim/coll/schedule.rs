@@ -350,6 +350,7 @@ impl Schedule {
 
     /// Starts the actions of one round; false on an error.
     fn start(&mut self, rt: &Runtime, dup: MPI_Comm, round: Vec<Action>) -> bool {
+        let mut drained = false;
         for action in round {
             let ok = match action {
                 Action::Send(data, peer) => {
@@ -377,7 +378,11 @@ impl Schedule {
                     };
                     let posted = {
                         let mut queues = self.comm.queues.lock();
-                        queues.drain(&self.comm, rt);
+                        // Once per round: what arrived before the round matches at once.
+                        if !drained {
+                            queues.drain(&self.comm, rt);
+                            drained = true;
+                        }
                         queues.post(&self.comm, rt, want, None)
                     };
                     match posted {

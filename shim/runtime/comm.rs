@@ -170,7 +170,8 @@ impl Comm {
 impl Queues {
     pub fn drain(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
         self.drain_one(comm, rt, comm.handle, false);
-        if self.collective != abi().comm_null {
+        // Collective traffic waits in MPI until a collective on the communicator runs here.
+        if self.collective != abi().comm_null && comm.coll.running() {
             self.drain_one(comm, rt, self.collective, true);
         }
     }

@@ -2,7 +2,7 @@
 # Runs the collective test programs (ld-preload-tests/coll_*.c) natively and under the shim,
 # for MPICH and Open MPI, with the rank counts in each program's `/* ranks: … */` line.
 # A shim run passes when it exits 0, prints `verdict: PASS` and the same check lines as the
-# native run.
+# native run. Mode `coll-native` runs the shim with MATCHSHIM_COLL=native (engine rank).
 #   ci/coll-tests.sh [--mpi mpich|openmpi|all] [--engines "list rank"] [--only "coll_all …"]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -47,15 +47,17 @@ for mpi in $mpis; do
         [ -z "$only" ] || [[ " $only " == *" $prog "* ]] || continue
         "$(mpicc_for "$mpi")" -O2 -Wall -Wno-stringop-overflow -o "$bindir/$prog" "$src"
         for n in $(sed -n 's/.*ranks:\([ 0-9]*\).*/\1/p' "$src" | head -n 1); do
-            for mode in native $engines; do
+            for mode in native $engines coll-native; do
                 out="$tmp/$mpi.$prog.$n.$mode"
                 start=$(date +%s.%N)
                 rc=0
                 if [ "$mode" = native ]; then
                     timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n $bindir/$prog" >"$out" 2>&1 || rc=$?
                 else
+                    vars="MATCHSHIM_ENGINE=$mode"
+                    [ "$mode" = coll-native ] && vars="MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native"
                     timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n env LD_PRELOAD=$lib \
-                        MATCHSHIM_ENGINE=$mode $bindir/$prog" >"$out" 2>&1 || rc=$?
+                        $vars $bindir/$prog" >"$out" 2>&1 || rc=$?
                 fi
                 secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
                 why=""

@@ -1,8 +1,8 @@
 /* ranks: 1 2 3 4 7 */
 /* Collectives on communicators other than MPI_COMM_WORLD: split halves (one in reversed rank
  * order), duplicates created and freed again and again, MPI_COMM_SELF, nonblocking collectives
- * outstanding on two communicators at once, and a first collective on a new communicator while
- * a peer waits in a synchronous send for this rank's receive. */
+ * outstanding on two communicators at once, a first collective on a new communicator while a
+ * peer waits in a synchronous send for this rank's receive, and an inter-communicator. */
 #include "coll_common.h"
 
 static void t_split(void)
@@ -160,6 +160,30 @@ static void t_first_collective_while_peer_waits(void)
     report("first_collective_while_peer_waits");
 }
 
+/* Inter-communicators pass to MPI: Allreduce across two groups gives each the other's sum. */
+static void t_intercomm(void)
+{
+    if (t_size < 2) {
+        report_skip("intercommunicator", "needs two ranks");
+        return;
+    }
+    MPI_Comm local, inter;
+    int color = t_rank % 2;
+    CHK(MPI_Comm_split(MPI_COMM_WORLD, color, t_rank, &local));
+    CHK(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 1 - color, 5, &inter));
+    int x = t_rank, sum = -1, want = 0;
+    for (int r = 1 - color; r < t_size; r += 2)
+        want += r;
+    CHK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, inter));
+    EXPECT(sum == want, "allreduce across groups %d, want %d", sum, want);
+    MPI_Request r;
+    CHK(MPI_Ibarrier(inter, &r));
+    CHK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHK(MPI_Comm_free(&inter));
+    CHK(MPI_Comm_free(&local));
+    report("intercommunicator");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -168,5 +192,6 @@ int main(int argc, char **argv)
     t_self();
     t_two_comms_outstanding();
     t_first_collective_while_peer_waits();
+    t_intercomm();
     return t_finish();
 }

@@ -1,7 +1,9 @@
 //! Blocking and nonblocking collectives. On intra-communicators the shim runs them itself
 //! (`crate::coll`); with `MATCHSHIM_COLL=native` and on inter-communicators they go to MPI,
-//! blocking ones as their nonblocking forms while receives wait for the shim's progress (see
-//! `nonblocking_then_wait`).
+//! blocking ones always as their nonblocking forms waited for with the shim's progress (see
+//! `nonblocking_then_wait`): a receive waiting for the shim may be what a peer needs before it
+//! can join, and MPI never matches a blocking collective with a nonblocking one, so the choice
+//! cannot depend on this rank's state.
 
 use super::{intercept, nonblocking_then_wait};
 use crate::coll::{self, Kind};
@@ -17,8 +19,7 @@ macro_rules! collective {
             match rt.coll_comm($comm) {
                 Err(err) => err,
                 Ok(Some(state)) => rt.collective(&state, Kind::$kind, std::ptr::null_mut(), |$b| $build),
-                Ok(None) if rt.needs_progress() => nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r)),
-                Ok(None) => $pmpi($($arg),*),
+                Ok(None) => nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r)),
             }
         });
 

@@ -273,6 +273,52 @@ static void t_completion_calls(void)
     report("completion_calls");
 }
 
+/* The datatype of a nonblocking collective may be freed as soon as the call returns. */
+static void t_type_freed_early(void)
+{
+    int n = 300;
+    MPI_Datatype pair;
+    MPI_Type_vector(2, 1, 3, MPI_INT, &pair); /* ints 0 and 3 of every 4 */
+    MPI_Datatype spaced;
+    MPI_Type_create_resized(pair, 0, 4 * sizeof(int), &spaced);
+    MPI_Type_free(&pair);
+    MPI_Type_commit(&spaced);
+    int *b = malloc(sizeof(int) * 4 * n), *g = malloc(sizeof(int) * 4 * n * t_size);
+    for (int i = 0; i < 4 * n; i++)
+        b[i] = t_rank == 0 ? i : -1;
+    for (int i = 0; i < 4 * n * t_size; i++)
+        g[i] = -1;
+    MPI_Request r[2];
+    CHK(MPI_Ibcast(b, n, spaced, 0, MPI_COMM_WORLD, &r[0]));
+    CHK(MPI_Type_free(&spaced));
+    CHK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
+    MPI_Type_vector(2, 1, 3, MPI_INT, &pair);
+    MPI_Type_create_resized(pair, 0, 4 * sizeof(int), &spaced);
+    MPI_Type_free(&pair);
+    MPI_Type_commit(&spaced);
+    CHK(MPI_Iallgather(b, n, spaced, g, n, spaced, MPI_COMM_WORLD, &r[1]));
+    CHK(MPI_Type_free(&spaced));
+    CHK(MPI_Wait(&r[1], MPI_STATUS_IGNORE));
+    for (int i = 0; i < 4 * n; i++) {
+        int want = (i % 4 == 0 || i % 4 == 3) ? i : (t_rank == 0 ? i : -1);
+        if (b[i] != want) {
+            FAILF("ibcast [%d] = %d, want %d", i, b[i], want);
+            break;
+        }
+    }
+    for (int r0 = 0; r0 < t_size && !t_fail; r0++)
+        for (int i = 0; i < 4 * n; i++) {
+            int want = (i % 4 == 0 || i % 4 == 3) ? i : -1;
+            if (g[4 * n * r0 + i] != want) {
+                FAILF("iallgather block %d [%d] = %d, want %d", r0, i, g[4 * n * r0 + i], want);
+                break;
+            }
+        }
+    free(b);
+    free(g);
+    report("datatype_freed_while_pending");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -280,5 +326,6 @@ int main(int argc, char **argv)
     t_interleaved();
     t_progress_in_recv();
     t_completion_calls();
+    t_type_freed_early();
     return t_finish();
 }

@@ -38,4 +38,5 @@ const struct ms_abi ms_abi = {
     .err_root = MPI_ERR_ROOT,
     .thread_single = MPI_THREAD_SINGLE,
     .thread_multiple = MPI_THREAD_MULTIPLE,
+    .combiner_named = MPI_COMBINER_NAMED,
 };

@@ -478,7 +478,7 @@ impl Runtime {
             size_class: b.size_class,
         };
         let tag = self.tags.tag(seq, kind, b.size_class);
-        let mut schedule = b.finish(comm.clone(), tag, class);
+        let mut schedule = b.finish(comm.clone(), tag, class, !request.is_null());
         comm.coll.running.fetch_add(1, Ordering::AcqRel);
         if request.is_null() {
             self.wait_until(Some(comm), || schedule.step(self));

@@ -230,19 +230,70 @@ impl Builder {
         at(self.temp(t.span(count as i64)), -t.true_lb)
     }
 
-    pub fn finish(mut self, comm: Arc<Comm>, tag: c_int, class: Class) -> Schedule {
+    /// The schedule to run. A nonblocking one holds duplicates of the derived datatypes it
+    /// uses, since the user may free theirs as soon as the call returns.
+    pub fn finish(
+        mut self,
+        comm: Arc<Comm>,
+        tag: c_int,
+        class: Class,
+        nonblocking: bool,
+    ) -> Schedule {
         self.next_round();
+        let types = if nonblocking {
+            self.own_types()
+        } else {
+            Vec::new()
+        };
         Schedule {
             comm,
             tag,
             class,
             rounds: self.rounds,
             _temps: self.temps,
+            types,
             next: 0,
             requests: Vec::new(),
             waiting: Vec::new(),
             err: abi().success,
         }
+    }
+}
+
+impl Builder {
+    /// Replaces every derived datatype in the actions by a duplicate; returns the duplicates.
+    fn own_types(&mut self) -> Vec<MPI_Datatype> {
+        let mut map: Vec<(MPI_Datatype, MPI_Datatype)> = Vec::new();
+        let mut own = |dtype: &mut MPI_Datatype| {
+            if let Some(&(_, dup)) = map.iter().find(|(user, _)| user == dtype) {
+                *dtype = dup;
+                return;
+            }
+            let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
+            let mut dup = *dtype;
+            // SAFETY: plain queries on a datatype the call was given.
+            unsafe {
+                PMPI_Type_get_envelope(*dtype, &mut ints, &mut addrs, &mut types, &mut combiner);
+                if combiner == abi().combiner_named
+                    || PMPI_Type_dup(*dtype, &mut dup) != abi().success
+                {
+                    return;
+                }
+            }
+            map.push((*dtype, dup));
+            *dtype = dup;
+        };
+        for action in self.rounds.iter_mut().flatten() {
+            match action {
+                Action::Send(data, _) | Action::Recv(data, _) => own(&mut data.dtype),
+                Action::Reduce { dtype, .. } => own(dtype),
+                Action::Copy { src, dst, .. } => {
+                    own(&mut src.dtype);
+                    own(&mut dst.dtype);
+                }
+            }
+        }
+        map.into_iter().map(|(_, dup)| dup).collect()
     }
 }
 
@@ -253,6 +304,8 @@ pub struct Schedule {
     class: Class,
     rounds: Vec<Vec<Action>>,
     _temps: Vec<Temp>,
+    /// Datatypes this schedule duplicated, freed with it.
+    types: Vec<MPI_Datatype>,
     /// The round to start next.
     next: usize,
     /// Sends and receives of the current round that MPI is moving.
@@ -265,6 +318,15 @@ pub struct Schedule {
 // SAFETY: the buffers belong to the collective until it completes, as MPI requires; handles
 // are plain values; one thread at a time steps a schedule.
 unsafe impl Send for Schedule {}
+
+impl Drop for Schedule {
+    fn drop(&mut self) {
+        for dtype in &mut self.types {
+            // SAFETY: a duplicate this schedule made; its operations have completed.
+            unsafe { PMPI_Type_free(dtype) };
+        }
+    }
+}
 
 impl Schedule {
     /// Moves the schedule on as far as it can without blocking; true once it is complete

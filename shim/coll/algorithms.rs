@@ -272,8 +272,77 @@ pub unsafe fn reduce(
         sendbuf
     };
     let commutes = commutative(op)?;
-    reduce_tree(b, input, recvbuf, count, dtype, &t, op, commutes, root);
+    if commutes && b.size > 1 && count as i64 * t.size > 2048 && count >= pof2_below(b.size) {
+        reduce_rabenseifner(b, input, recvbuf, count, dtype, &t, op, root);
+    } else {
+        reduce_tree(b, input, recvbuf, count, dtype, &t, op, commutes, root);
+    }
     Ok(())
+}
+
+/// Rabenseifner's reduce: the ranks beyond a power of two fold into their neighbours, the
+/// rest reduce-scatter and gather the pieces to the root (or to the neighbour of a folded-out
+/// root, which passes the result on).
+#[allow(clippy::too_many_arguments)]
+fn reduce_rabenseifner(
+    b: &mut Builder,
+    input: In,
+    recvbuf: Out,
+    count: c_int,
+    dtype: MPI_Datatype,
+    t: &TypeInfo,
+    op: MPI_Op,
+    root: c_int,
+) {
+    let (r, n) = (b.rank, b.size);
+    let whole = |p: Out| Data::new(p, count, dtype);
+    let work = if r == root {
+        recvbuf
+    } else {
+        b.typed_temp(count, t)
+    };
+    b.copy(Data::new(input, count, dtype), whole(work));
+    let tmp = b.typed_temp(count, t);
+    let pof2 = pof2_below(n);
+    let rem = n - pof2;
+    let newrank_of = |x: c_int| if x < 2 * rem { x / 2 } else { x - rem };
+    let newrank = if r < 2 * rem {
+        if r % 2 == 0 {
+            b.send(whole(work), r + 1);
+            -1
+        } else {
+            b.recv(whole(tmp), r - 1);
+            b.next_round();
+            b.reduce(tmp, work, count, dtype, op);
+            r / 2
+        }
+    } else {
+        r - rem
+    };
+    let real = |nr: c_int| if nr < rem { nr * 2 + 1 } else { nr + rem };
+    if newrank >= 0 {
+        rabenseifner(
+            b,
+            work,
+            tmp,
+            count,
+            dtype,
+            t,
+            op,
+            newrank,
+            pof2,
+            real,
+            Some(newrank_of(root)),
+        );
+    }
+    if root < 2 * rem && root % 2 == 0 {
+        if r == root + 1 {
+            b.send(whole(work), root);
+        } else if r == root {
+            b.next_round();
+            b.recv(whole(recvbuf), root + 1);
+        }
+    }
 }
 
 pub unsafe fn allreduce(
@@ -320,7 +389,9 @@ pub unsafe fn allreduce(
     let real = |nr: c_int| if nr < rem { nr * 2 + 1 } else { nr + rem };
     if newrank >= 0 {
         if commutes && bytes > 2048 && count >= pof2 {
-            rabenseifner(b, recvbuf, tmp, count, dtype, &t, op, newrank, pof2, real);
+            rabenseifner(
+                b, recvbuf, tmp, count, dtype, &t, op, newrank, pof2, real, None,
+            );
         } else {
             let (mut acc, mut other) = (recvbuf, tmp);
             let mut mask = 1;
@@ -351,8 +422,9 @@ pub unsafe fn allreduce(
     Ok(())
 }
 
-/// Rabenseifner's allreduce among `pof2` ranks: reduce-scatter by recursive halving, then
-/// allgather by recursive doubling (commutative ops only).
+/// Rabenseifner's algorithm among `pof2` ranks (commutative ops only): reduce-scatter by
+/// recursive halving, then the same steps backwards as an allgather by recursive doubling, or,
+/// with `gather_to` (a new rank), as a binomial gather of the pieces to it.
 #[allow(clippy::too_many_arguments)]
 fn rabenseifner(
     b: &mut Builder,
@@ -365,6 +437,7 @@ fn rabenseifner(
     newrank: c_int,
     pof2: c_int,
     real: impl Fn(c_int) -> c_int,
+    gather_to: Option<c_int>,
 ) {
     let mut disps = vec![0i64; pof2 as usize + 1];
     for i in 0..pof2 as usize {
@@ -416,8 +489,18 @@ fn rabenseifner(
             (cnt(send_idx, last_idx), cnt(recv_idx, send_idx))
         };
         let dst = real(newdst);
-        b.recv(Data::new(part(recvbuf, recv_idx), recv_cnt, dtype), dst);
-        b.send(Data::new(part(recvbuf, send_idx), send_cnt, dtype), dst);
+        match gather_to {
+            Some(root) if (newrank ^ root) & mask != 0 => {
+                b.send(Data::new(part(recvbuf, send_idx), send_cnt, dtype), dst);
+                b.next_round();
+                return;
+            }
+            Some(_) => b.recv(Data::new(part(recvbuf, recv_idx), recv_cnt, dtype), dst),
+            None => {
+                b.recv(Data::new(part(recvbuf, recv_idx), recv_cnt, dtype), dst);
+                b.send(Data::new(part(recvbuf, send_idx), send_cnt, dtype), dst);
+            }
+        }
         b.next_round();
         if newrank > newdst {
             send_idx = recv_idx;

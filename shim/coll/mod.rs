@@ -22,7 +22,7 @@
 //! |---|---|
 //! | Barrier | dissemination |
 //! | Bcast | binomial tree if b < 12 KiB or n < 8; else binomial scatter + ring allgather |
-//! | Reduce | binomial tree (rooted at 0 and sent to the root for non-commutative ops) |
+//! | Reduce | Rabenseifner (recursive-halving reduce-scatter + binomial gather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋; else binomial tree (rooted at 0 and sent to the root for non-commutative ops) |
 //! | Allreduce | recursive doubling; Rabenseifner (recursive-halving reduce-scatter + recursive-doubling allgather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋ |
 //! | Gather, Scatter | binomial tree on packed blocks if n > 10 and b < 1 KiB; else linear |
 //! | Gatherv, Scatterv | linear |

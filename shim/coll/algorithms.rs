@@ -1228,3 +1228,46 @@ pub unsafe fn scan(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(n: c_int, root: c_int, rank: c_int) -> Tree {
+        Tree {
+            n,
+            root,
+            v: (rank - root + n) % n,
+        }
+    }
+
+    #[test]
+    fn binomial_tree_covers_every_rank_once() {
+        for n in 1..40 {
+            for root in [0, n / 2, n - 1] {
+                let mut seen = vec![0; n as usize];
+                seen[root as usize] += 1;
+                for rank in 0..n {
+                    let t = tree(n, root, rank);
+                    for child in t.children() {
+                        let c = t.real(child);
+                        seen[c as usize] += 1;
+                        assert_eq!(tree(n, root, c).parent(), Some(rank), "n {n} root {root}");
+                    }
+                    // A subtree is the node and its children's subtrees.
+                    let below: c_int = t.children().iter().map(|&c| t.subtree(c)).sum();
+                    assert_eq!(t.subtree(t.v), 1 + below, "n {n} root {root} rank {rank}");
+                }
+                assert!(seen.iter().all(|&k| k == 1), "n {n} root {root}: {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn powers_of_two_below() {
+        let cases = [(1, 1), (2, 2), (3, 2), (7, 4), (8, 8), (11, 8), (1000, 512)];
+        for (n, p) in cases {
+            assert_eq!(pof2_below(n), p);
+        }
+    }
+}

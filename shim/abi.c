@@ -15,6 +15,7 @@ const struct ms_abi ms_abi = {
     .op_max = MPI_MAX,
     .status_ignore = MPI_STATUS_IGNORE,
     .statuses_ignore = MPI_STATUSES_IGNORE,
+    .in_place = MPI_IN_PLACE,
     .any_source = MPI_ANY_SOURCE,
     .any_tag = MPI_ANY_TAG,
     .proc_null = MPI_PROC_NULL,
@@ -34,6 +35,8 @@ const struct ms_abi ms_abi = {
     .err_other = MPI_ERR_OTHER,
     .err_intern = MPI_ERR_INTERN,
     .err_arg = MPI_ERR_ARG,
+    .err_root = MPI_ERR_ROOT,
     .thread_single = MPI_THREAD_SINGLE,
     .thread_multiple = MPI_THREAD_MULTIPLE,
+    .combiner_named = MPI_COMBINER_NAMED,
 };

@@ -9,10 +9,11 @@ struct ms_abi {
     MPI_Datatype byte, packed, datatype_null, uint64;
     MPI_Op op_sum, op_max;
     MPI_Status *status_ignore, *statuses_ignore;
+    void *in_place;
     int any_source, any_tag, proc_null, undefined, tag_ub_key;
     int success, err_buffer, err_count, err_type, err_tag, err_comm, err_rank, err_request,
-        err_truncate, err_in_status, err_pending, err_other, err_intern, err_arg;
-    int thread_single, thread_multiple;
+        err_truncate, err_in_status, err_pending, err_other, err_intern, err_arg, err_root;
+    int thread_single, thread_multiple, combiner_named;
 };
 
 extern const struct ms_abi ms_abi;

@@ -4,6 +4,7 @@
 use super::pmpi::{self, improbe_any};
 use super::recv::{RecvOp, RecvState};
 use super::Runtime;
+use crate::coll::CollComm;
 use crate::ffi::*;
 use crate::matching::{
     build_engine, Class, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
@@ -85,6 +86,9 @@ pub struct Queues {
     receiving: Vec<Arc<RecvOp>>,
     /// Clock ticks spent inside the engine: point-to-point, collective.
     pub match_ticks: [u64; 2],
+    /// The private duplicate that carries the shim's collective traffic (`MPI_COMM_NULL`
+    /// until it exists); drained into the same engine.
+    pub collective: MPI_Comm,
 }
 
 /// What posting a receive found.
@@ -99,6 +103,9 @@ pub struct Comm {
     pub handle: MPI_Comm,
     /// Valid source ranks are `0..size` (the remote group of an inter-communicator).
     pub size: c_int,
+    pub rank: c_int,
+    pub inter: bool,
+    pub coll: CollComm,
     pub queues: Mutex<Queues>,
     /// Receives of this communicator that still need the shim's progress.
     pub pending: AtomicUsize,
@@ -116,17 +123,28 @@ pub fn point_to_point(source: c_int, tag: c_int) -> Pattern {
 }
 
 impl Comm {
-    pub fn new(handle: MPI_Comm, size: c_int, engine: EngineKind, params: &EngineParams) -> Comm {
+    pub fn new(
+        handle: MPI_Comm,
+        size: c_int,
+        rank: c_int,
+        inter: bool,
+        engine: EngineKind,
+        params: &EngineParams,
+    ) -> Comm {
         let params = EngineParams { comm_size: size.max(0) as usize, ..*params };
         Comm {
             handle,
             size,
+            rank,
+            inter,
+            coll: CollComm::new(),
             queues: Mutex::new(Queues {
                 engine: build_engine(engine, &params),
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),
                 match_ticks: [0; 2],
+                collective: abi().comm_null,
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -151,12 +169,17 @@ impl Comm {
 
 impl Queues {
     pub fn drain(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
-        while let Some((message, status)) = improbe_any(comm.handle) {
-            let env = Envelope {
-                source: status.MPI_SOURCE,
-                tag: status.MPI_TAG,
-                class: Class::PointToPoint,
-            };
+        self.drain_one(comm, rt, comm.handle, false);
+        // Collective traffic waits in MPI until a collective on the communicator runs here.
+        if self.collective != abi().comm_null && comm.coll.running() {
+            self.drain_one(comm, rt, self.collective, true);
+        }
+    }
+
+    fn drain_one(&mut self, comm: &Arc<Comm>, rt: &Runtime, handle: MPI_Comm, collective: bool) {
+        while let Some((message, status)) = improbe_any(handle) {
+            let class = if collective { rt.tags.class_of(status.MPI_TAG) } else { Class::PointToPoint };
+            let env = Envelope { source: status.MPI_SOURCE, tag: status.MPI_TAG, class };
             let key = self.arrived.vacant_key();
             let start = rt.clock.ticks();
             let matched = self.engine.arrive(env, key as u64);

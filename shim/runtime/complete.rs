@@ -15,13 +15,14 @@ impl ShimRequest {
         match self {
             ShimRequest::Recv(op) => &op.comm,
             ShimRequest::Persistent(p) => &p.comm,
+            ShimRequest::Collective(op) => &op.comm,
         }
     }
 
     /// Inactive persistent requests count as absent for `Waitany`/`Waitsome`.
     fn is_active(&self) -> bool {
         match self {
-            ShimRequest::Recv(_) => true,
+            ShimRequest::Recv(_) | ShimRequest::Collective(_) => true,
             ShimRequest::Persistent(p) => p.current.lock().is_some(),
         }
     }
@@ -30,6 +31,7 @@ impl ShimRequest {
         match self {
             ShimRequest::Recv(op) => op.is_done(),
             ShimRequest::Persistent(p) => p.current.lock().as_ref().is_none_or(|op| op.is_done()),
+            ShimRequest::Collective(op) => op.is_done(),
         }
     }
 
@@ -38,6 +40,12 @@ impl ShimRequest {
         let op = match self {
             ShimRequest::Recv(op) => Some(op.clone()),
             ShimRequest::Persistent(p) => p.current.lock().clone(),
+            ShimRequest::Collective(op) => {
+                let err = op.result().unwrap_or(abi().success);
+                let mut status = empty_status(abi().any_source);
+                status.MPI_ERROR = err;
+                return (status, err);
+            }
         };
         op.and_then(|op| op.result())
             .unwrap_or_else(|| (empty_status(abi().any_source), abi().success))
@@ -59,7 +67,7 @@ impl Runtime {
     unsafe fn release(&self, handle: &mut MPI_Request, shim: &ShimRequest, status: *mut MPI_Status) -> c_int {
         let (result, err) = shim.outcome();
         match shim {
-            ShimRequest::Recv(_) => {
+            ShimRequest::Recv(_) | ShimRequest::Collective(_) => {
                 self.unregister(*handle);
                 PMPI_Wait(handle, abi().status_ignore);
                 *handle = abi().request_null;

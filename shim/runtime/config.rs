@@ -11,6 +11,16 @@ pub struct Config {
     pub report: Option<PathBuf>,
     /// One-line summary on rank 0's stderr at `MPI_Finalize`.
     pub verbose: bool,
+    /// Who runs collectives.
+    pub coll: CollMode,
+}
+
+/// `MATCHSHIM_COLL`: the shim runs collectives on its own point-to-point (`shim`), or passes
+/// them to MPI (`native`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollMode {
+    Shim,
+    Native,
 }
 
 const KNOWN: &[&str] = &[
@@ -20,6 +30,7 @@ const KNOWN: &[&str] = &[
     "MATCHSHIM_K",
     "MATCHSHIM_KC",
     "MATCHSHIM_KP",
+    "MATCHSHIM_COLL",
     "MATCHSHIM_REPORT",
     "MATCHSHIM_VERBOSE",
 ];
@@ -47,6 +58,7 @@ impl Config {
             params: EngineParams::default(),
             report: None,
             verbose: false,
+            coll: CollMode::Shim,
         };
         // MATCHSHIM_K splits evenly; MATCHSHIM_KC / MATCHSHIM_KP then override their half.
         let (mut k, mut k_c, mut k_p) = (None, None, None);
@@ -75,6 +87,13 @@ impl Config {
                         "0" | "" => false,
                         "1" => true,
                         _ => return Err(bad_value(&name, &value, "0, 1")),
+                    };
+                }
+                "MATCHSHIM_COLL" => {
+                    config.coll = match value.as_str() {
+                        "shim" => CollMode::Shim,
+                        "native" => CollMode::Native,
+                        _ => return Err(bad_value(&name, &value, "shim, native")),
                     };
                 }
                 _ => {
@@ -109,6 +128,15 @@ mod tests {
         assert_eq!(config.engine, EngineKind::ColPnp);
         assert_eq!(config.params, EngineParams::default());
         assert!(config.report.is_none() && !config.verbose);
+        assert_eq!(config.coll, CollMode::Shim);
+    }
+
+    #[test]
+    fn collectives_can_be_left_to_mpi() {
+        let config = Config::from_vars(vars(&[("MATCHSHIM_COLL", "native")])).unwrap();
+        assert_eq!(config.coll, CollMode::Native);
+        let err = Config::from_vars(vars(&[("MATCHSHIM_COLL", "mpi")])).unwrap_err();
+        assert!(err.contains("MATCHSHIM_COLL") && err.contains("shim") && err.contains("native"));
     }
 
     #[test]

@@ -42,6 +42,7 @@ unsafe impl Sync for PersistentRecv {}
 pub enum ShimRequest {
     Recv(Arc<RecvOp>),
     Persistent(Arc<PersistentRecv>),
+    Collective(Arc<crate::coll::CollOp>),
 }
 
 pub struct Runtime {
@@ -62,6 +63,11 @@ pub struct Runtime {
     retired: Mutex<report::Totals>,
     pub clock: clock::Clock,
     finalized: AtomicBool,
+    /// How collective tags carry the call number, kind and size class.
+    pub tags: crate::coll::TagLayout,
+    pub coll_stats: crate::coll::CollStats,
+    /// Nonblocking collectives under way.
+    pub running: crate::coll::Running,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -148,8 +154,20 @@ pub fn install(config: Config, thread_level: c_int) {
         retired: Mutex::new(report::Totals::default()),
         clock: clock::Clock::new(),
         finalized: AtomicBool::new(false),
+        tags: crate::coll::TagLayout::new(tag_ub),
+        coll_stats: Default::default(),
+        running: Default::default(),
         config,
     });
+    let rt = RUNTIME.get().expect("just installed");
+    if rt.config.coll == config::CollMode::Shim {
+        // No traffic yet: the duplicates of the predefined communicators are made at once.
+        for handle in [abi().comm_world, abi().comm_self] {
+            if let Ok(comm) = rt.comm(handle) {
+                comm.coll.create_now(&comm);
+            }
+        }
+    }
 }
 
 /// The runtime at `MPI_Finalize`, once: later calls pass through.
@@ -164,7 +182,7 @@ impl Runtime {
         if let Some(comm) = self.comms.read().get(&handle.key()) {
             return Ok(comm.clone());
         }
-        let (mut size, mut inter) = (0, 0);
+        let (mut size, mut inter, mut rank) = (0, 0, 0);
         // SAFETY: plain queries; an invalid handle makes MPI raise and return an error.
         unsafe {
             let err = PMPI_Comm_test_inter(handle, &mut inter);
@@ -179,8 +197,9 @@ impl Runtime {
             if err != abi().success {
                 return Err(err);
             }
+            PMPI_Comm_rank(handle, &mut rank);
         }
-        let comm = Arc::new(Comm::new(handle, size, self.config.engine, &self.config.params));
+        let comm = Arc::new(Comm::new(handle, size, rank, inter != 0, self.config.engine, &self.config.params));
         Ok(self.comms.write().entry(handle.key()).or_insert(comm).clone())
     }
 
@@ -193,6 +212,7 @@ impl Runtime {
             let stranded = comm.pending.swap(0, Ordering::AcqRel);
             self.pending.fetch_sub(stranded, Ordering::AcqRel);
             self.retired.lock().add_comm(&comm);
+            comm.coll.retire(&comm);
         }
     }
 
@@ -209,20 +229,24 @@ impl Runtime {
         }
     }
 
-    /// True when some receive in the process needs the shim's progress; blocking calls must
-    /// then poll instead of blocking inside MPI.
+    /// True when some receive or nonblocking collective in the process needs the shim's
+    /// progress; blocking calls must then poll instead of blocking inside MPI.
     #[inline]
     pub fn needs_progress(&self) -> bool {
-        self.pending.load(Ordering::Acquire) > 0
+        self.pending.load(Ordering::Acquire) > 0 || self.running.any()
     }
 
-    /// One round of progress: `focus` first, then every communicator with waiting receives
-    /// (a peer's synchronous send may be waiting for one of them to match).
+    /// One round of progress: `focus` first, then the running nonblocking collectives, then
+    /// every communicator with waiting receives (a peer's synchronous send may be waiting for
+    /// one of them to match).
     pub fn progress(&self, focus: Option<&Arc<Comm>>) {
         if let Some(comm) = focus {
             comm.progress(self);
         }
-        if !self.needs_progress() {
+        if self.running.any() {
+            self.progress_collectives();
+        }
+        if self.pending.load(Ordering::Acquire) == 0 {
             return;
         }
         SCRATCH.with(|scratch| {

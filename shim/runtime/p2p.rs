@@ -206,6 +206,8 @@ impl Runtime {
                 }
                 abi().success
             }
+            // Cancelling a collective is erroneous; MPI ignores it too.
+            Some(ShimRequest::Collective(_)) => abi().success,
         }
     }
 

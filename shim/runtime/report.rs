@@ -1,10 +1,13 @@
 //! The per-rank matching report written at `MPI_Finalize`.
 
 use super::comm::Comm;
+use super::config::CollMode;
+use crate::coll::KindReport;
 use super::Runtime;
 use crate::ffi::*;
 use crate::matching::{EngineStats, SearchStats, TrafficStats};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Counters summed over a rank's communicators.
@@ -83,6 +86,10 @@ pub struct RankReport {
     pub queues_max: u64,
     pub posted_left: u64,
     pub unexpected_left: u64,
+    /// Who ran the collectives: `shim` or `native`.
+    pub coll: &'static str,
+    /// Per collective the shim ran: calls, elements matched and bytes.
+    pub collectives: BTreeMap<&'static str, KindReport>,
 }
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -110,6 +117,11 @@ impl RankReport {
             queues_max: totals.stats.queues_max,
             posted_left: totals.posted_left,
             unexpected_left: totals.unexpected_left,
+            coll: match rt.config.coll {
+                CollMode::Shim => "shim",
+                CollMode::Native => "native",
+            },
+            collectives: rt.coll_stats.report(),
         }
     }
 }

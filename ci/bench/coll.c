@@ -1,0 +1,120 @@
+/* Collective benchmarks.
+ *   coll latency [ITERS]  mean latency of Bcast, Allreduce, Gather, Allgather and Alltoall at
+ *                         8 B, 1 KiB and 64 KiB per rank (the slowest rank's mean, in us)
+ *   coll hotspot [ITERS]  the FDS-like hot spot: every rank sends point-to-point messages to
+ *                         rank 0 while all ranks gather to it (MPI_Gather and MPI_Gatherv);
+ *                         rank 0 posts its receives in the order opposite to their arrival
+ * Prints one `key=value …` line per measurement from rank 0. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+static double slowest(double t)
+{
+    double max;
+    PMPI_Reduce(&t, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return max;
+}
+
+static void latency(int iters)
+{
+    static const int sizes[] = {8, 1024, 65536};
+    static const char *names[] = {"bcast", "allreduce", "gather", "allgather", "alltoall"};
+    char *a = malloc(65536L * size), *b = malloc(65536L * size);
+    memset(a, 1, 65536L * size);
+    memset(b, 0, 65536L * size);
+    for (int c = 0; c < 5; c++)
+        for (int s = 0; s < 3; s++) {
+            int bytes = sizes[s], n = bytes / 8, its = bytes >= 65536 ? iters / 4 + 1 : iters;
+            double t0 = 0;
+            for (int i = -its / 10 - 1; i < its; i++) {
+                if (i == 0) {
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    t0 = MPI_Wtime();
+                }
+                switch (c) {
+                case 0: MPI_Bcast(a, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+                case 1: MPI_Allreduce(a, b, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+                case 2: MPI_Gather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+                case 3: MPI_Allgather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
+                case 4: MPI_Alltoall(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
+                }
+            }
+            double us = slowest((MPI_Wtime() - t0) / its * 1e6);
+            if (rank == 0)
+                printf("bench=latency coll=%s bytes=%d ranks=%d iters=%d us=%.2f\n", names[c], bytes,
+                       size, its, us);
+        }
+    free(a);
+    free(b);
+}
+
+#define MSGS 16 /* point-to-point messages from each rank to rank 0 per iteration */
+
+static void hotspot(int iters)
+{
+    int n = 4;
+    double *mine = malloc(sizeof(double) * n), *all = malloc(sizeof(double) * n * size);
+    int *counts = malloc(sizeof(int) * size), *displs = malloc(sizeof(int) * size);
+    for (int r = 0; r < size; r++) {
+        counts[r] = n;
+        displs[r] = r * n;
+    }
+    for (int i = 0; i < n; i++)
+        mine[i] = rank;
+    long total = (long)MSGS * (size - 1);
+    int *in = malloc(sizeof(int) * (total > 0 ? total : 1)), out[MSGS];
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * (total > MSGS ? total : MSGS));
+    double t0 = 0;
+    for (int it = -2; it < iters; it++) {
+        if (it == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (rank == 0) {
+            long k = 0;
+            for (int src = size - 1; src >= 1; src--)
+                for (int tag = MSGS - 1; tag >= 0; tag--, k++)
+                    MPI_Irecv(&in[k], 1, MPI_INT, src, tag, MPI_COMM_WORLD, &reqs[k]);
+            MPI_Gather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            MPI_Gatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            MPI_Waitall((int)total, reqs, MPI_STATUSES_IGNORE);
+        } else {
+            for (int tag = 0; tag < MSGS; tag++) {
+                out[tag] = rank * tag;
+                MPI_Isend(&out[tag], 1, MPI_INT, 0, tag, MPI_COMM_WORLD, &reqs[tag]);
+            }
+            MPI_Gather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            MPI_Gatherv(mine, n, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            MPI_Waitall(MSGS, reqs, MPI_STATUSES_IGNORE);
+        }
+    }
+    double us = slowest((MPI_Wtime() - t0) / iters * 1e6);
+    if (rank == 0)
+        printf("bench=hotspot ranks=%d iters=%d msgs_per_rank=%d us_per_iter=%.2f\n", size, iters,
+               MSGS, us);
+    free(mine);
+    free(all);
+    free(counts);
+    free(displs);
+    free(in);
+    free(reqs);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *mode = argc > 1 ? argv[1] : "latency";
+    int iters = argc > 2 ? atoi(argv[2]) : 200;
+    if (strcmp(mode, "hotspot") == 0)
+        hotspot(iters);
+    else
+        latency(iters);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs the collective test programs (ld-preload-tests/coll_*.c) natively and under the shim,
+# for MPICH and Open MPI, with the rank counts in each program's `/* ranks: … */` line.
+# A shim run passes when it exits 0, prints `verdict: PASS` and the same check lines as the
+# native run. Mode `coll-native` runs the shim with MATCHSHIM_COLL=native (engine rank).
+#   ci/coll-tests.sh [--mpi mpich|openmpi|all] [--engines "list rank"] [--only "coll_all …"]
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+root=$(repo_root)
+cd "$root"
+mpis="mpich openmpi"
+engines="list rank"
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --mpi) [ "$2" = all ] && mpis="mpich openmpi" || mpis=$2; shift 2 ;;
+        --engines) engines=$2; shift 2 ;;
+        --only) only=$2; shift 2 ;;
+        *) sed -n '6p' "$0" >&2; exit 2 ;;
+    esac
+done
+
+# MPICH busy-polls: shared memory only, yield soon. Open MPI: no binding, yield when idle.
+launch() {
+    local mpi=$1 n=$2
+    shift 2
+    case "$mpi" in
+        mpich) mpiexec.mpich -n "$n" -genv UCX_TLS=self,sm -genv MPIR_CVAR_POLLS_BEFORE_YIELD=100 "$@" ;;
+        openmpi) mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+            --mca btl self,vader --mca mpi_yield_when_idle 1 -n "$n" "$@" ;;
+    esac
+}
+
+checks() { grep -E '^(ok|FAIL|skip) ' "$1" | sort || true; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+for mpi in $mpis; do
+    lib=$(shim_lib_for "$mpi")
+    [ -f "$lib" ] || { echo "coll-tests: build the shim for $mpi first (see README)" >&2; exit 2; }
+    bindir="target/coll-tests/$mpi"
+    mkdir -p "$bindir"
+    for src in ld-preload-tests/coll_*.c; do
+        prog=$(basename "$src" .c)
+        [ -z "$only" ] || [[ " $only " == *" $prog "* ]] || continue
+        "$(mpicc_for "$mpi")" -O2 -Wall -Wno-stringop-overflow -o "$bindir/$prog" "$src"
+        for n in $(sed -n 's/.*ranks:\([ 0-9]*\).*/\1/p' "$src" | head -n 1); do
+            for mode in native $engines coll-native; do
+                out="$tmp/$mpi.$prog.$n.$mode"
+                start=$(date +%s.%N)
+                rc=0
+                if [ "$mode" = native ]; then
+                    timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n $bindir/$prog" >"$out" 2>&1 || rc=$?
+                else
+                    vars="MATCHSHIM_ENGINE=$mode"
+                    [ "$mode" = coll-native ] && vars="MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native"
+                    timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n env LD_PRELOAD=$lib \
+                        $vars $bindir/$prog" >"$out" 2>&1 || rc=$?
+                fi
+                secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+                why=""
+                if [ "$rc" != 0 ]; then
+                    why="exit status $rc"
+                elif ! grep -qx 'verdict: PASS' "$out"; then
+                    why="no 'verdict: PASS'"
+                elif [ "$mode" != native ] && [ "$(checks "$out")" != "$(checks "$tmp/$mpi.$prog.$n.native")" ]; then
+                    why="check lines differ from the native run"
+                fi
+                if [ -z "$why" ]; then
+                    echo "PASS $mpi $mode $prog n=$n (${secs}s)"
+                    passed=$((passed + 1))
+                else
+                    echo "FAIL $mpi $mode $prog n=$n (${secs}s): $why"
+                    sed 's/^/    | /' "$out" | head -n 40
+                    failed=$((failed + 1))
+                fi
+            done
+        done
+    done
+done
+echo "coll-tests: $passed passed, $failed failed"
+[ "$failed" = 0 ]

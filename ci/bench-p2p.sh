@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Point-to-point benchmarks (ci/bench/*.c), natively and under libmatchshim.so, in one go.
+#
+#   ci/bench-p2p.sh [--mpi mpich|openmpi] [--engines "rank list"] [--rounds R] [--quick]
+#
+# Engines default to ci/engines.  A shim run counts only if the shim's report (MATCHSHIM_REPORT)
+# shows both ranks ran it with the engine asked for, so a dropped preload cannot pass as "1.00x".
+# Each round runs every configuration (native, then shim with each engine) once, in an order
+# that rotates from round to round, so slow phases of a shared machine hit all alike.  A
+# benchmark reports medians over its own repetitions; the table shows, per configuration, the
+# best of the rounds, and shim/native ratios.  --quick: 8-byte ping-pong and N = 1024 only.
+# Raw output: target/bench/<mpi>/.  Exit status 1 only if a run failed (numbers are not judged).
+#
+# Environment: PINGPONG_ARGS, LONGQUEUE_ARGS (override the benchmarks' arguments),
+# BENCH_TIMEOUT (seconds per run, default 120).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MPI=mpich
+ENGINES=$(grep -v '^#' "$ROOT/ci/engines" 2>/dev/null | tr '\n' ' ')
+ENGINES=${ENGINES:-rank list}
+ROUNDS=3
+QUICK=0
+TIMEOUT=${BENCH_TIMEOUT:-120}
+TARGET_RATIO=1.15   # shim/native for 8-byte ping-pong on MPICH
+
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit "${1:-0}"; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --mpi) MPI=${2:?}; shift 2 ;;
+        --engines) ENGINES=${2:?}; shift 2 ;;
+        --rounds) ROUNDS=${2:?}; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        -h|--help) usage 0 ;;
+        *) echo "bench-p2p.sh: unknown argument: $1" >&2; usage 2 >&2 ;;
+    esac
+done
+case $MPI in
+    mpich)
+        MPICC=mpicc.mpich
+        MPIEXEC=(mpiexec.mpich -n 2)
+        LIB=$ROOT/target/release/libmatchshim.so ;;
+    openmpi)
+        MPICC=mpicc.openmpi
+        MPIEXEC=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2)
+        LIB=$ROOT/target/openmpi/release/libmatchshim.so ;;
+    *) echo "bench-p2p.sh: --mpi must be mpich or openmpi" >&2; exit 2 ;;
+esac
+case $ROUNDS in ''|*[!0-9]*|0) echo "bench-p2p.sh: --rounds needs a positive number" >&2; exit 2 ;; esac
+
+if [ "$QUICK" = 1 ]; then
+    PP_ARGS=${PINGPONG_ARGS:--s 8 -r 7}
+    LQ_ARGS=${LONGQUEUE_ARGS:--n 1024 -r 3}
+else
+    PP_ARGS=${PINGPONG_ARGS:-}
+    LQ_ARGS=${LONGQUEUE_ARGS:-}
+fi
+
+OUT=$ROOT/target/bench/$MPI
+mkdir -p "$OUT"
+rm -rf "$OUT/raw"; mkdir -p "$OUT/raw"
+for b in pingpong longqueue; do
+    if ! "$MPICC" -O2 -Wall -o "$OUT/$b" "$ROOT/ci/bench/$b.c"; then
+        echo "bench-p2p.sh: building $b with $MPICC failed" >&2; exit 1
+    fi
+done
+
+CONFIGS=(native)
+if [ -f "$LIB" ]; then
+    for e in $ENGINES; do CONFIGS+=("shim:$e"); done
+else
+    echo "note: $LIB not built; native runs only"
+fi
+
+# True if report $1 holds lines from ranks 0 and 1 (of 2), all with engine $2.
+shim_ran() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+except (OSError, ValueError):
+    sys.exit(1)
+ok = {r.get("rank") for r in reps if r.get("size") == 2} == {0, 1}
+sys.exit(0 if ok and all(r.get("engine") == sys.argv[2] for r in reps) else 1)
+EOF
+}
+
+START=$(date +%s)
+FAILED=0
+RESULTS=$OUT/results.txt
+: >"$RESULTS"
+n=${#CONFIGS[@]}
+declare -A HUNG   # "config benchmark" pairs that timed out: not run again
+for ((round = 1; round <= ROUNDS; round++)); do
+    for ((k = 0; k < n; k++)); do
+        cfg=${CONFIGS[$(((k + round - 1) % n))]}
+        for b in pingpong longqueue; do
+            if [ -n "${HUNG[$cfg $b]:-}" ]; then
+                echo "round $round $cfg $b: skipped (timed out in round ${HUNG[$cfg $b]})"
+                continue
+            fi
+            [ $b = pingpong ] && args=$PP_ARGS || args=$LQ_ARGS
+            log=$OUT/raw/$b.${cfg/:/-}.r$round.log
+            report=${log%.log}.report.jsonl
+            if [ "$cfg" = native ]; then
+                envv=()
+            else
+                envv=(LD_PRELOAD="$LIB" MATCHSHIM_ENGINE="${cfg#shim:}" MATCHSHIM_REPORT="$report")
+            fi
+            t0=$(date +%s.%N)
+            # The preload goes on the benchmark only, through env: launchers may drop LD_*.
+            # shellcheck disable=SC2086
+            timeout -k 10 "$TIMEOUT" "${MPIEXEC[@]}" env "${envv[@]}" "$OUT/$b" $args >"$log" 2>&1
+            rc=$?
+            secs=$(python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.1f}')" "$t0")
+            # Results printed before a failure (e.g. a later variant hangs) are still kept;
+            # a run that exits cleanly without the shim's report is dropped.
+            keep=1 why=
+            if [ $rc != 0 ] || ! grep -q '^RESULT ' "$log"; then
+                why="exit $rc"
+                if [ $rc = 124 ] || [ $rc = 137 ]; then
+                    why="timed out after ${TIMEOUT}s" HUNG[$cfg $b]=$round
+                fi
+            elif [ "$cfg" != native ] && ! shim_ran "$report" "${cfg#shim:}"; then
+                why="no shim report with engine ${cfg#shim:} from both ranks" keep=0
+            fi
+            if [ -n "$why" ]; then
+                echo "round $round $cfg $b: FAILED ($why, ${secs}s), log $log"
+                grep -v '^RESULT ' "$log" | tail -5 | sed 's/^/    /'
+                FAILED=1
+            else
+                echo "round $round $cfg $b: ${secs}s"
+            fi
+            [ $keep = 1 ] && sed -n "s/^RESULT /config=$cfg round=$round /p" "$log" >>"$RESULTS"
+        done
+    done
+done
+
+python3 - "$RESULTS" "$OUT/ratios.txt" "$MPI" "$TARGET_RATIO" "${CONFIGS[@]}" <<'EOF'
+import sys
+from collections import defaultdict
+
+path, ratios, mpi, target = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+configs = sys.argv[5:]
+best = defaultdict(dict)       # (name, size, n) -> config -> best usec over rounds
+order = []
+for line in open(path):
+    kv = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    key = (kv["name"], int(kv["size"]), kv.get("n", ""))
+    if key not in best:
+        order.append(key)
+    u = float(kv["usec"])
+    c = kv["config"]
+    best[key][c] = min(u, best[key].get(c, u))
+
+shims = [c for c in configs if c != "native"]
+# Up to 3 shim configurations: usec and ratio each; more: ratios only (usec in ratios.txt).
+wide = len(shims) <= 3
+head = f"{'benchmark':<30} {'size':>8} {'n':>5} {'native us':>10}"
+for c in shims:
+    head += f" {c + ' us':>14} {'ratio':>6}" if wide else f" {c:>{max(len(c), 6)}}"
+print()
+print(f"p2p benchmarks, {mpi}, 2 ranks (usec: best over rounds of each run's median"
+      + ("" if wide else "; shim columns: shim/native") + ")")
+print(head)
+print("-" * len(head))
+for key in order:
+    name, size, n = key
+    row = best[key]
+    nat = row.get("native")
+    line = f"{name:<30} {size:>8} {n:>5} {nat if nat is not None else float('nan'):>10.3f}"
+    for c in shims:
+        v = row.get(c)
+        r = f"{v / nat:.2f}x" if v is not None and nat else "-"
+        if wide:
+            line += f" {v if v is not None else float('nan'):>14.3f} {r:>6}"
+        else:
+            line += f" {r:>{max(len(c), 6)}}"
+    print(line)
+
+with open(ratios, "w") as out:
+    for (name, size, n), row in ((k, best[k]) for k in order):
+        nat = row.get("native")
+        for c in shims:
+            v = row.get(c)
+            if v is not None and nat:
+                print(f"RATIO mpi={mpi} config={c} name={name} size={size}"
+                      + (f" n={n}" if n else "")
+                      + f" native={nat:.3f} shim={v:.3f} ratio={v / nat:.3f}", file=out)
+
+key = ("pingpong", 8, "")
+if mpi == "mpich" and key in best and best[key].get("native"):
+    for c in shims:
+        v = best[key].get(c)
+        if v is not None:
+            r = v / best[key]["native"]
+            print(f"target pingpong 8 B {c}: {r:.2f}x native (<= {target:.2f}x): "
+                  + ("met" if r <= target else "MISSED"))
+EOF
+echo "total $(($(date +%s) - START))s; raw output in $OUT/raw, results in $RESULTS and $OUT/ratios.txt"
+exit $FAILED

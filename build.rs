@@ -15,17 +15,25 @@ struct Mpi {
 }
 
 fn on_path(program: &str) -> bool {
-    env::var_os("PATH").is_some_and(|paths| env::split_paths(&paths).any(|d| d.join(program).is_file()))
+    env::var_os("PATH")
+        .is_some_and(|paths| env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
 fn run(compiler: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(compiler).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn find_mpi() -> Mpi {
     let compiler = env::var("MPICC").unwrap_or_else(|_| {
-        if on_path("mpicc.mpich") { "mpicc.mpich" } else { "mpicc" }.to_string()
+        if on_path("mpicc.mpich") {
+            "mpicc.mpich"
+        } else {
+            "mpicc"
+        }
+        .to_string()
     });
     // Open MPI's wrapper answers -showme; MPICH's answers -show.
     let (flavor, line) = match run(&compiler, &["-showme"]) {
@@ -38,7 +46,13 @@ fn find_mpi() -> Mpi {
             ),
         },
     };
-    let mut mpi = Mpi { compiler, flavor, include_dirs: vec![], link_dirs: vec![], libs: vec![] };
+    let mut mpi = Mpi {
+        compiler,
+        flavor,
+        include_dirs: vec![],
+        link_dirs: vec![],
+        libs: vec![],
+    };
     for word in line.split_whitespace() {
         if let Some(dir) = word.strip_prefix("-I") {
             mpi.include_dirs.push(dir.to_string());
@@ -49,7 +63,10 @@ fn find_mpi() -> Mpi {
         }
     }
     if mpi.libs.is_empty() {
-        panic!("matchshim: `{} -show` names no MPI library: {line}", mpi.compiler);
+        panic!(
+            "matchshim: `{} -show` names no MPI library: {line}",
+            mpi.compiler
+        );
     }
     mpi
 }
@@ -76,7 +93,8 @@ fn main() {
     };
     let large_count = header_dirs.iter().any(|dir| {
         ["mpi.h", "mpi_proto.h"].iter().any(|h| {
-            std::fs::read_to_string(Path::new(dir).join(h)).is_ok_and(|text| text.contains("PMPI_Mrecv_c("))
+            std::fs::read_to_string(Path::new(dir).join(h))
+                .is_ok_and(|text| text.contains("PMPI_Mrecv_c("))
         })
     });
     if large_count {
@@ -94,7 +112,9 @@ fn main() {
         .generate()
         .expect("matchshim: bindgen could not read mpi.h (is libclang installed?)");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    bindings.write_to_file(out.join("mpi_bindings.rs")).expect("write bindings");
+    bindings
+        .write_to_file(out.join("mpi_bindings.rs"))
+        .expect("write bindings");
 
     cc::Build::new()
         .compiler(&mpi.compiler)

@@ -1,5 +1,10 @@
 //! Bindings to the underlying MPI's `PMPI_*` functions and types, and its constants.
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code)]
+#![allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    dead_code
+)]
 #![allow(clippy::all)]
 
 include!(concat!(env!("OUT_DIR"), "/mpi_bindings.rs"));

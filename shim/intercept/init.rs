@@ -8,12 +8,20 @@ use std::os::raw::{c_char, c_int};
 
 /// A build for one MPI loaded under a program of the other would crash in its first call.
 fn check_mpi_matches() -> Result<(), String> {
-    let foreign = if cfg!(mpich) { "ompi_mpi_comm_world" } else { "MPIR_Err_create_code" };
+    let foreign = if cfg!(mpich) {
+        "ompi_mpi_comm_world"
+    } else {
+        "MPIR_Err_create_code"
+    };
     let symbol = std::ffi::CString::new(foreign).unwrap();
     // SAFETY: dlsym with a valid C string.
     let present = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).is_null() };
     if present {
-        let other = if cfg!(mpich) { "Open MPI (MPICC=mpicc.openmpi)" } else { "MPICH (MPICC=mpicc.mpich)" };
+        let other = if cfg!(mpich) {
+            "Open MPI (MPICC=mpicc.openmpi)"
+        } else {
+            "MPICH (MPICC=mpicc.mpich)"
+        };
         return Err(format!(
             "this libmatchshim.so was built for {BUILT_FOR} but the program uses another MPI; \
              rebuild it for {other}"
@@ -62,7 +70,10 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         let totals = rt.totals();
         if let Some(path) = &rt.config.report {
             if let Err(e) = report::append(path, &report::RankReport::new(rt, &totals)) {
-                eprintln!("matchshim: cannot write the report to {}: {e}", path.display());
+                eprintln!(
+                    "matchshim: cannot write the report to {}: {e}",
+                    path.display()
+                );
             }
         }
         if rt.config.verbose {

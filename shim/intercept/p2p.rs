@@ -67,8 +67,18 @@ macro_rules! receives {
 blocking_send!(MPI_Send, PMPI_Send, PMPI_Isend, c_int);
 blocking_send!(MPI_Ssend, PMPI_Ssend, PMPI_Issend, c_int);
 blocking_send!(MPI_Rsend, PMPI_Rsend, PMPI_Irsend, c_int);
-receives!(c_int, MPI_Recv, PMPI_Recv, MPI_Irecv, PMPI_Irecv, MPI_Recv_init, PMPI_Recv_init,
-    MPI_Sendrecv, PMPI_Sendrecv, PMPI_Isend);
+receives!(
+    c_int,
+    MPI_Recv,
+    PMPI_Recv,
+    MPI_Irecv,
+    PMPI_Irecv,
+    MPI_Recv_init,
+    PMPI_Recv_init,
+    MPI_Sendrecv,
+    PMPI_Sendrecv,
+    PMPI_Isend
+);
 
 #[cfg(large_count)]
 mod large_count {
@@ -76,8 +86,18 @@ mod large_count {
     blocking_send!(MPI_Send_c, PMPI_Send_c, PMPI_Isend_c, Count);
     blocking_send!(MPI_Ssend_c, PMPI_Ssend_c, PMPI_Issend_c, Count);
     blocking_send!(MPI_Rsend_c, PMPI_Rsend_c, PMPI_Irsend_c, Count);
-    receives!(Count, MPI_Recv_c, PMPI_Recv_c, MPI_Irecv_c, PMPI_Irecv_c, MPI_Recv_init_c,
-        PMPI_Recv_init_c, MPI_Sendrecv_c, PMPI_Sendrecv_c, PMPI_Isend_c);
+    receives!(
+        Count,
+        MPI_Recv_c,
+        PMPI_Recv_c,
+        MPI_Irecv_c,
+        PMPI_Irecv_c,
+        MPI_Recv_init_c,
+        PMPI_Recv_init_c,
+        MPI_Sendrecv_c,
+        PMPI_Sendrecv_c,
+        PMPI_Isend_c
+    );
 }
 
 intercept!(fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype,
@@ -110,28 +130,28 @@ intercept!(fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI
 });
 
 intercept!(fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
-    via PMPI_Probe, |rt| match rt.target(comm, source, tag, None) {
-        Ok(target) => rt.probe(target, true, false, std::ptr::null_mut(), std::ptr::null_mut(), status),
-        Err(err) => err,
-    });
+via PMPI_Probe, |rt| match rt.target(comm, source, tag, None) {
+    Ok(target) => rt.probe(target, true, false, std::ptr::null_mut(), std::ptr::null_mut(), status),
+    Err(err) => err,
+});
 
 intercept!(fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
-        status: *mut MPI_Status)
-    via PMPI_Iprobe, |rt| match rt.target(comm, source, tag, None) {
-        Ok(target) => rt.probe(target, false, false, flag, std::ptr::null_mut(), status),
-        Err(err) => err,
-    });
+    status: *mut MPI_Status)
+via PMPI_Iprobe, |rt| match rt.target(comm, source, tag, None) {
+    Ok(target) => rt.probe(target, false, false, flag, std::ptr::null_mut(), status),
+    Err(err) => err,
+});
 
 intercept!(fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message,
-        status: *mut MPI_Status)
-    via PMPI_Mprobe, |rt| match rt.target(comm, source, tag, None) {
-        Ok(target) => rt.probe(target, true, true, std::ptr::null_mut(), message, status),
-        Err(err) => err,
-    });
+    status: *mut MPI_Status)
+via PMPI_Mprobe, |rt| match rt.target(comm, source, tag, None) {
+    Ok(target) => rt.probe(target, true, true, std::ptr::null_mut(), message, status),
+    Err(err) => err,
+});
 
 intercept!(fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
-        message: *mut MPI_Message, status: *mut MPI_Status)
-    via PMPI_Improbe, |rt| match rt.target(comm, source, tag, None) {
-        Ok(target) => rt.probe(target, false, true, flag, message, status),
-        Err(err) => err,
-    });
+    message: *mut MPI_Message, status: *mut MPI_Status)
+via PMPI_Improbe, |rt| match rt.target(comm, source, tag, None) {
+    Ok(target) => rt.probe(target, false, true, flag, message, status),
+    Err(err) => err,
+});

@@ -1,7 +1,7 @@
 //! One queue per source rank plus an ordered list of wildcard-source receives (Open MPI-like).
 //! Sequence numbers order receives across the per-source queues and the wildcard list.
 
-use super::{Envelope, EngineStats, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE};
+use super::{EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE};
 use std::collections::VecDeque;
 
 struct Posted {
@@ -151,7 +151,11 @@ impl MatchEngine for RankEngine {
 
     fn queued(&self) -> (usize, usize) {
         let posted = self.posted_any_source.len()
-            + self.posted_by_source.iter().map(VecDeque::len).sum::<usize>();
+            + self
+                .posted_by_source
+                .iter()
+                .map(VecDeque::len)
+                .sum::<usize>();
         let unexpected = self.unexpected_by_source.iter().map(VecDeque::len).sum();
         (posted, unexpected)
     }

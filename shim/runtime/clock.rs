@@ -24,7 +24,10 @@ fn read() -> Option<u64> {
 impl Clock {
     pub fn new() -> Clock {
         let start = Instant::now();
-        Clock { start, start_ticks: read().unwrap_or(0) }
+        Clock {
+            start,
+            start_ticks: read().unwrap_or(0),
+        }
     }
 
     #[inline(always)]

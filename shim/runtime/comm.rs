@@ -15,14 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
 /// Vec-backed storage whose keys are stable while an entry lives (the engines' element ids).
-pub struct Slab<T> {
+pub(crate) struct Slab<T> {
     slots: Vec<Option<T>>,
     free: Vec<usize>,
 }
 
 impl<T> Slab<T> {
     pub fn new() -> Self {
-        Slab { slots: Vec::new(), free: Vec::new() }
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
     }
 
     /// The key the next `insert` will use.
@@ -119,7 +122,11 @@ unsafe impl Sync for Comm {}
 unsafe impl Send for Queues {}
 
 pub fn point_to_point(source: c_int, tag: c_int) -> Pattern {
-    Pattern { source, tag, class: Class::PointToPoint }
+    Pattern {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    }
 }
 
 impl Comm {
@@ -131,7 +138,10 @@ impl Comm {
         engine: EngineKind,
         params: &EngineParams,
     ) -> Comm {
-        let params = EngineParams { comm_size: size.max(0) as usize, ..*params };
+        let params = EngineParams {
+            comm_size: size.max(0) as usize,
+            ..*params
+        };
         Comm {
             handle,
             size,
@@ -163,7 +173,11 @@ impl Comm {
     /// Engine counters, ticks spent matching, and (posted, unexpected) queued now.
     pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize)) {
         let queues = self.queues.lock();
-        (*queues.engine.stats(), queues.match_ticks, queues.engine.queued())
+        (
+            *queues.engine.stats(),
+            queues.match_ticks,
+            queues.engine.queued(),
+        )
     }
 }
 
@@ -178,8 +192,16 @@ impl Queues {
 
     fn drain_one(&mut self, comm: &Arc<Comm>, rt: &Runtime, handle: MPI_Comm, collective: bool) {
         while let Some((message, status)) = improbe_any(handle) {
-            let class = if collective { rt.tags.class_of(status.MPI_TAG) } else { Class::PointToPoint };
-            let env = Envelope { source: status.MPI_SOURCE, tag: status.MPI_TAG, class };
+            let class = if collective {
+                rt.tags.class_of(status.MPI_TAG)
+            } else {
+                Class::PointToPoint
+            };
+            let env = Envelope {
+                source: status.MPI_SOURCE,
+                tag: status.MPI_TAG,
+                class,
+            };
             let key = self.arrived.vacant_key();
             let start = rt.clock.ticks();
             let matched = self.engine.arrive(env, key as u64);
@@ -188,7 +210,8 @@ impl Queues {
                 Some(recv) => match self.posted.get_mut(recv as usize) {
                     Some(Waiter::Blocking { matched }) => *matched = Some(message),
                     _ => {
-                        let Some(Waiter::Nonblocking(op)) = self.posted.remove(recv as usize) else {
+                        let Some(Waiter::Nonblocking(op)) = self.posted.remove(recv as usize)
+                        else {
                             unreachable!("the engine returned a receive that is not posted")
                         };
                         self.deliver(comm, rt, op, message);
@@ -203,7 +226,13 @@ impl Queues {
 
     /// Posts a receive: takes the earliest matching unexpected message, or queues the
     /// receive (`op`, or a blocking receive when `None`).
-    pub fn post(&mut self, comm: &Arc<Comm>, rt: &Runtime, want: Pattern, op: Option<&Arc<RecvOp>>) -> Posted {
+    pub fn post(
+        &mut self,
+        comm: &Arc<Comm>,
+        rt: &Runtime,
+        want: Pattern,
+        op: Option<&Arc<RecvOp>>,
+    ) -> Posted {
         let key = self.posted.vacant_key();
         let start = rt.clock.ticks();
         let found = self.engine.post(want, key as u64);
@@ -227,7 +256,9 @@ impl Queues {
     /// The message matched to the blocking receive posted under `key`, once there is one.
     pub fn take_matched(&mut self, key: usize) -> Option<MPI_Message> {
         match self.posted.get(key) {
-            Some(Waiter::Blocking { matched: Some(message) }) => {
+            Some(Waiter::Blocking {
+                matched: Some(message),
+            }) => {
                 let message = *message;
                 self.posted.remove(key);
                 Some(message)
@@ -245,7 +276,10 @@ impl Queues {
         if remove {
             self.arrived.remove(key)
         } else {
-            self.arrived.get(key).map(|a| Arrived { message: a.message, status: a.status })
+            self.arrived.get(key).map(|a| Arrived {
+                message: a.message,
+                status: a.status,
+            })
         }
     }
 
@@ -263,15 +297,28 @@ impl Queues {
     }
 
     /// Receives `message` into a nonblocking op that matched it outside of `drain`.
-    pub fn start_receive(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: Arc<RecvOp>, message: MPI_Message) {
+    pub fn start_receive(
+        &mut self,
+        comm: &Arc<Comm>,
+        rt: &Runtime,
+        op: Arc<RecvOp>,
+        message: MPI_Message,
+    ) {
         rt.add_pending(comm, 1);
         self.deliver(comm, rt, op, message);
     }
 
-    fn deliver(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: Arc<RecvOp>, mut message: MPI_Message) {
+    fn deliver(
+        &mut self,
+        comm: &Arc<Comm>,
+        rt: &Runtime,
+        op: Arc<RecvOp>,
+        mut message: MPI_Message,
+    ) {
         let mut request = abi().request_null;
         // SAFETY: the op holds the user's receive arguments.
-        let err = unsafe { pmpi::imrecv(op.buf, op.count, op.datatype, &mut message, &mut request) };
+        let err =
+            unsafe { pmpi::imrecv(op.buf, op.count, op.datatype, &mut message, &mut request) };
         if err != abi().success {
             op.finish(pmpi::zeroed_status(), err);
             rt.add_pending(comm, -1);

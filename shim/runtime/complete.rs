@@ -3,6 +3,10 @@
 //! Real requests are checked with non-blocking PMPI calls on a copy of the array in which the
 //! shim's requests are `MPI_REQUEST_NULL`, so MPI keeps its own rules for null and inactive
 //! handles. Nothing blocks inside MPI while receives wait for the shim's progress.
+//!
+//! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
+//! reached them, valid as the MPI standard requires of the caller.
+#![allow(clippy::missing_safety_doc)]
 
 use super::pmpi::{self, empty_status, store_status, zeroed_status};
 use super::{Runtime, ShimRequest};
@@ -64,7 +68,12 @@ unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
 impl Runtime {
     /// Releases a done shim request: a generalized request is freed, a persistent one becomes
     /// inactive. Returns the receive's error code.
-    unsafe fn release(&self, handle: &mut MPI_Request, shim: &ShimRequest, status: *mut MPI_Status) -> c_int {
+    unsafe fn release(
+        &self,
+        handle: &mut MPI_Request,
+        shim: &ShimRequest,
+        status: *mut MPI_Status,
+    ) -> c_int {
         let (result, err) = shim.outcome();
         match shim {
             ShimRequest::Recv(_) | ShimRequest::Collective(_) => {
@@ -106,7 +115,12 @@ impl Runtime {
         err
     }
 
-    pub unsafe fn test(&self, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    pub unsafe fn test(
+        &self,
+        request: *mut MPI_Request,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
         let Some(shim) = self.lookup(*request) else {
             self.progress(None);
             return PMPI_Test(request, flag, status);
@@ -241,10 +255,17 @@ impl Runtime {
         let mut outcome: Option<(c_int, c_int)> = None;
         let mut check = || {
             self.progress(None);
-            if let Some(i) = shim.iter().position(|s| s.as_ref().is_some_and(|s| s.is_active() && s.is_done())) {
+            if let Some(i) = shim
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.is_active() && s.is_done()))
+            {
                 let s = shim[i].as_ref().unwrap();
                 let err = self.release(&mut reqs[i], s, status);
-                let err = if err != abi().success { pmpi::raise(s.focus().handle, err) } else { err };
+                let err = if err != abi().success {
+                    pmpi::raise(s.focus().handle, err)
+                } else {
+                    err
+                };
                 outcome = Some((i as c_int, err));
                 return true;
             }
@@ -318,8 +339,18 @@ impl Runtime {
         let mut check = || {
             self.progress(None);
             let mut real_out = 0;
-            let real_status_ptr = if ignore { abi().statuses_ignore } else { real_statuses.as_mut_ptr() };
-            let err = PMPI_Testsome(count, view.as_mut_ptr(), &mut real_out, real_indices.as_mut_ptr(), real_status_ptr);
+            let real_status_ptr = if ignore {
+                abi().statuses_ignore
+            } else {
+                real_statuses.as_mut_ptr()
+            };
+            let err = PMPI_Testsome(
+                count,
+                view.as_mut_ptr(),
+                &mut real_out,
+                real_indices.as_mut_ptr(),
+                real_status_ptr,
+            );
             if err != abi().success && err != abi().err_in_status {
                 result = err;
                 return true;

@@ -119,7 +119,9 @@ mod tests {
     use super::*;
 
     fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -172,9 +174,16 @@ mod tests {
 
     #[test]
     fn queue_parameters_must_be_positive_integers() {
-        for (name, value) in [("MATCHSHIM_BINS", "0"), ("MATCHSHIM_THETA", "-3"), ("MATCHSHIM_KC", "x")] {
+        for (name, value) in [
+            ("MATCHSHIM_BINS", "0"),
+            ("MATCHSHIM_THETA", "-3"),
+            ("MATCHSHIM_KC", "x"),
+        ] {
             let err = Config::from_vars(vars(&[(name, value)])).unwrap_err();
-            assert!(err.contains(name) && err.contains("positive integer"), "{err}");
+            assert!(
+                err.contains(name) && err.contains("positive integer"),
+                "{err}"
+            );
         }
     }
 
@@ -191,6 +200,9 @@ mod tests {
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .collect();
         let all: Vec<&str> = EngineKind::ALL.iter().map(|k| k.name()).collect();
-        assert_eq!(listed, all, "ci/engines must list every engine the shim accepts");
+        assert_eq!(
+            listed, all,
+            "ci/engines must list every engine the shim accepts"
+        );
     }
 }

@@ -145,7 +145,8 @@ pub fn install(config: Config, thread_level: c_int) {
         world_rank: pmpi::comm_rank(abi().comm_world),
         tag_ub,
         thread_level,
-        engine_name: std::ffi::CString::new(config.engine.name()).expect("engine names have no NUL"),
+        engine_name: std::ffi::CString::new(config.engine.name())
+            .expect("engine names have no NUL"),
         comms: RwLock::new(HashMap::default()),
         listed: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
@@ -199,8 +200,20 @@ impl Runtime {
             }
             PMPI_Comm_rank(handle, &mut rank);
         }
-        let comm = Arc::new(Comm::new(handle, size, rank, inter != 0, self.config.engine, &self.config.params));
-        Ok(self.comms.write().entry(handle.key()).or_insert(comm).clone())
+        let comm = Arc::new(Comm::new(
+            handle,
+            size,
+            rank,
+            inter != 0,
+            self.config.engine,
+            &self.config.params,
+        ));
+        Ok(self
+            .comms
+            .write()
+            .entry(handle.key())
+            .or_insert(comm)
+            .clone())
     }
 
     /// Forgets a communicator that the user frees, keeping its counters.
@@ -288,7 +301,12 @@ impl Runtime {
             return None;
         }
         let requests = self.requests.lock();
-        Some(handles.iter().map(|h| requests.get(&h.key()).cloned()).collect())
+        Some(
+            handles
+                .iter()
+                .map(|h| requests.get(&h.key()).cloned())
+                .collect(),
+        )
     }
 
     pub fn unregister(&self, handle: MPI_Request) {
@@ -299,7 +317,12 @@ impl Runtime {
 
     /// Posts a blocking receive on `comm`, draining MPI first so a message that already
     /// arrived matches at once.
-    pub fn post(&self, comm: &Arc<Comm>, want: crate::matching::Pattern, op: Option<&Arc<RecvOp>>) -> Posted {
+    pub fn post(
+        &self,
+        comm: &Arc<Comm>,
+        want: crate::matching::Pattern,
+        op: Option<&Arc<RecvOp>>,
+    ) -> Posted {
         let mut queues = comm.queues.lock();
         queues.drain(comm, self);
         queues.post(comm, self, want, op)

@@ -1,4 +1,8 @@
 //! Receives, probes and persistent requests through the shim's matching.
+//!
+//! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
+//! reached them, valid as the MPI standard requires of the caller.
+#![allow(clippy::missing_safety_doc)]
 
 use super::comm::{point_to_point, Comm, Posted};
 use super::pmpi::{self, empty_status, store_status};
@@ -19,8 +23,16 @@ pub struct Target {
 
 impl Target {
     fn pattern(&self) -> Pattern {
-        let source = if self.source == abi().any_source { ANY_SOURCE } else { self.source };
-        let tag = if self.tag == abi().any_tag { ANY_TAG } else { self.tag };
+        let source = if self.source == abi().any_source {
+            ANY_SOURCE
+        } else {
+            self.source
+        };
+        let tag = if self.tag == abi().any_tag {
+            ANY_TAG
+        } else {
+            self.tag
+        };
         point_to_point(source, tag)
     }
 
@@ -53,7 +65,11 @@ impl Runtime {
         };
         match code {
             Some(code) => Err(pmpi::raise(comm, code)),
-            None => Ok(Target { comm: state, source, tag }),
+            None => Ok(Target {
+                comm: state,
+                source,
+                tag,
+            }),
         }
     }
 
@@ -95,7 +111,14 @@ impl Runtime {
         request: *mut MPI_Request,
     ) -> c_int {
         let comm = &target.comm;
-        let op = RecvOp::new(buf, count, datatype, target.source, target.tag, comm.clone());
+        let op = RecvOp::new(
+            buf,
+            count,
+            datatype,
+            target.source,
+            target.tag,
+            comm.clone(),
+        );
         if target.is_proc_null() {
             let greq = match op.start_grequest() {
                 Ok(greq) => greq,
@@ -141,7 +164,15 @@ impl Runtime {
         request: *mut MPI_Request,
     ) -> c_int {
         // An inactive real persistent request gives the user a handle MPI itself knows.
-        let err = PMPI_Recv_init(buf, 0, abi().byte, abi().proc_null, 0, target.comm.handle, request);
+        let err = PMPI_Recv_init(
+            buf,
+            0,
+            abi().byte,
+            abi().proc_null,
+            0,
+            target.comm.handle,
+            request,
+        );
         if err != abi().success {
             return err;
         }
@@ -171,10 +202,15 @@ impl Runtime {
         if p.source == abi().proc_null {
             op.finish(empty_status(abi().proc_null), abi().success);
         } else {
-            let target = Target { comm: p.comm.clone(), source: p.source, tag: p.tag };
+            let target = Target {
+                comm: p.comm.clone(),
+                source: p.source,
+                tag: p.tag,
+            };
             let mut queues = p.comm.queues.lock();
             queues.drain(&p.comm, self);
-            if let Posted::Found(arrived) = queues.post(&p.comm, self, target.pattern(), Some(&op)) {
+            if let Posted::Found(arrived) = queues.post(&p.comm, self, target.pattern(), Some(&op))
+            {
                 queues.start_receive(&p.comm, self, op.clone(), arrived.message);
             }
         }

@@ -49,7 +49,14 @@ pub fn improbe_any(comm: MPI_Comm) -> Option<(MPI_Message, MPI_Status)> {
     let mut status = zeroed_status();
     // SAFETY: all out-pointers are valid locals.
     unsafe {
-        PMPI_Improbe(abi().any_source, abi().any_tag, comm, &mut flag, &mut message, &mut status)
+        PMPI_Improbe(
+            abi().any_source,
+            abi().any_tag,
+            comm,
+            &mut flag,
+            &mut message,
+            &mut status,
+        )
     };
     (flag != 0).then_some((message, status))
 }

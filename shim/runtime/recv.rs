@@ -16,7 +16,10 @@ pub enum RecvState {
     Posted(u64),
     /// MPI is moving the payload.
     Receiving(MPI_Request),
-    Done { status: MPI_Status, err: c_int },
+    Done {
+        status: MPI_Status,
+        err: c_int,
+    },
 }
 
 struct OpInner {
@@ -56,7 +59,10 @@ impl RecvOp {
             source,
             tag,
             comm,
-            inner: Mutex::new(OpInner { state: RecvState::New, greq: abi().request_null }),
+            inner: Mutex::new(OpInner {
+                state: RecvState::New,
+                greq: abi().request_null,
+            }),
         })
     }
 
@@ -107,7 +113,13 @@ impl RecvOp {
         // SAFETY: the callbacks below interpret `state` as the Arc leaked here; free_fn
         // reclaims it.
         let err = unsafe {
-            PMPI_Grequest_start(Some(query_fn), Some(free_fn), Some(cancel_fn), state, &mut request)
+            PMPI_Grequest_start(
+                Some(query_fn),
+                Some(free_fn),
+                Some(cancel_fn),
+                state,
+                &mut request,
+            )
         };
         if err != abi().success {
             // SAFETY: MPI did not take the state.
@@ -121,7 +133,9 @@ impl RecvOp {
 
 unsafe extern "C" fn query_fn(state: *mut c_void, status: *mut MPI_Status) -> c_int {
     let op = &*(state as *const RecvOp);
-    let (result, _) = op.result().unwrap_or((pmpi::empty_status(op.source), abi().success));
+    let (result, _) = op
+        .result()
+        .unwrap_or((pmpi::empty_status(op.source), abi().success));
     *status = result;
     abi().success
 }

@@ -2,8 +2,8 @@
 
 use super::comm::Comm;
 use super::config::CollMode;
-use crate::coll::KindReport;
 use super::Runtime;
+use crate::coll::KindReport;
 use crate::ffi::*;
 use crate::matching::{EngineStats, SearchStats, TrafficStats};
 use serde::Serialize;
@@ -41,7 +41,11 @@ pub struct SearchReport {
 
 impl From<&SearchStats> for SearchReport {
     fn from(s: &SearchStats) -> Self {
-        SearchReport { searches: s.searches, mean_depth: s.mean(), max_depth: s.depth_max }
+        SearchReport {
+            searches: s.searches,
+            mean_depth: s.mean(),
+            max_depth: s.depth_max,
+        }
     }
 }
 
@@ -130,7 +134,11 @@ impl RankReport {
 pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(report).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(&line)
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(&line)
 }
 
 /// Sums (and maxes) the key counters over all ranks for rank 0's one-line summary.
@@ -143,10 +151,15 @@ pub fn summary_line(rt: &Runtime, totals: &Totals) -> Option<String> {
         p2p.umq.depth_total,
         p2p.matches,
         p2p.unexpected,
-        rt.clock.nanos(totals.match_ticks[0] + totals.match_ticks[1]),
+        rt.clock
+            .nanos(totals.match_ticks[0] + totals.match_ticks[1]),
         totals.unexpected_left,
     ];
-    let maxes = [p2p.prq.depth_max, p2p.umq.depth_max, totals.stats.queues_max];
+    let maxes = [
+        p2p.prq.depth_max,
+        p2p.umq.depth_max,
+        totals.stats.queues_max,
+    ];
     let mut sum_all = [0u64; 8];
     let mut max_all = [0u64; 3];
     // SAFETY: buffers match the counts and MPI_UINT64_T.

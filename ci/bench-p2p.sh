@@ -9,6 +9,8 @@
 # that rotates from round to round, so slow phases of a shared machine hit all alike.  A
 # benchmark reports medians over its own repetitions; the table shows, per configuration, the
 # best of the rounds, and shim/native ratios.  --quick: 8-byte ping-pong and N = 1024 only.
+# On a busy 2-core machine one round's latencies can be several times another's: judge a 15%
+# target only with --rounds 5 or more.
 # Raw output: target/bench/<mpi>/.  Exit status 1 only if a run failed (numbers are not judged).
 #
 # Environment: PINGPONG_ARGS, LONGQUEUE_ARGS (override the benchmarks' arguments),

@@ -16,6 +16,7 @@ const struct ms_abi ms_abi = {
     .status_ignore = MPI_STATUS_IGNORE,
     .statuses_ignore = MPI_STATUSES_IGNORE,
     .in_place = MPI_IN_PLACE,
+    .comm_null_copy_fn = MPI_COMM_NULL_COPY_FN,
     .any_source = MPI_ANY_SOURCE,
     .any_tag = MPI_ANY_TAG,
     .proc_null = MPI_PROC_NULL,

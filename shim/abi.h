@@ -10,6 +10,7 @@ struct ms_abi {
     MPI_Op op_sum, op_max;
     MPI_Status *status_ignore, *statuses_ignore;
     void *in_place;
+    MPI_Comm_copy_attr_function *comm_null_copy_fn;
     int any_source, any_tag, proc_null, undefined, tag_ub_key;
     int success, err_buffer, err_count, err_type, err_tag, err_comm, err_rank, err_request,
         err_truncate, err_in_status, err_pending, err_other, err_intern, err_arg, err_root;

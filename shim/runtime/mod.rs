@@ -68,6 +68,8 @@ pub struct Runtime {
     pub coll_stats: crate::coll::CollStats,
     /// Nonblocking collectives under way.
     pub running: crate::coll::Running,
+    /// Attribute key whose delete callback tells the runtime a communicator is gone.
+    keyval: c_int,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -158,6 +160,7 @@ pub fn install(config: Config, thread_level: c_int) {
         tags: crate::coll::TagLayout::new(tag_ub),
         coll_stats: Default::default(),
         running: Default::default(),
+        keyval: free_keyval(),
         config,
     });
     let rt = RUNTIME.get().expect("just installed");
@@ -169,6 +172,37 @@ pub fn install(config: Config, thread_level: c_int) {
             }
         }
     }
+}
+
+/// A communicator can be freed where the shim does not see it (from a callback the shim runs,
+/// such as a user op whose language runtime collects garbage), and MPI reuses handles; an
+/// attribute on every communicator the shim knows tells it when one goes.
+fn free_keyval() -> c_int {
+    let mut keyval = 0;
+    // SAFETY: valid callbacks and out-pointer.
+    unsafe {
+        PMPI_Comm_create_keyval(
+            abi().comm_null_copy_fn,
+            Some(comm_freed),
+            &mut keyval,
+            std::ptr::null_mut(),
+        )
+    };
+    keyval
+}
+
+unsafe extern "C" fn comm_freed(
+    comm: MPI_Comm,
+    _keyval: c_int,
+    _value: *mut std::os::raw::c_void,
+    _extra: *mut std::os::raw::c_void,
+) -> c_int {
+    if let Some(rt) = RUNTIME.get() {
+        if !rt.finalized.load(Ordering::Acquire) {
+            rt.forget_comm(comm);
+        }
+    }
+    abi().success
 }
 
 /// The runtime at `MPI_Finalize`, once: later calls pass through.
@@ -208,12 +242,15 @@ impl Runtime {
             self.config.engine,
             &self.config.params,
         ));
-        Ok(self
-            .comms
-            .write()
-            .entry(handle.key())
-            .or_insert(comm)
-            .clone())
+        let (comm, new) = match self.comms.write().entry(handle.key()) {
+            std::collections::hash_map::Entry::Occupied(e) => (e.get().clone(), false),
+            std::collections::hash_map::Entry::Vacant(e) => (e.insert(comm).clone(), true),
+        };
+        if new {
+            // SAFETY: plain call on a valid communicator.
+            unsafe { PMPI_Comm_set_attr(handle, self.keyval, std::ptr::null_mut()) };
+        }
+        Ok(comm)
     }
 
     /// Forgets a communicator that the user frees, keeping its counters.

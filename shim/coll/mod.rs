@@ -193,11 +193,25 @@ impl CollComm {
         }
     }
 
-    /// Makes the duplicate now, blocking (at `MPI_Init`, before any traffic).
+    /// Makes the duplicate now, blocking (at `MPI_Init`, or while every member is in the call
+    /// that creates the communicator). `Comm_create` over the whole group, unlike `Comm_dup`,
+    /// runs none of the user's attribute copy callbacks.
     pub fn create_now(&self, comm: &Comm) -> c_int {
+        if self.dup.get().is_some() {
+            return abi().success;
+        }
         let mut dup = abi().comm_null;
-        // SAFETY: plain call with a valid out-pointer.
-        let err = unsafe { PMPI_Comm_dup(comm.handle, &mut dup) };
+        // SAFETY: plain calls with valid out-pointers; MPI writes the group before it is read.
+        let err = unsafe {
+            let mut group: MPI_Group = std::mem::zeroed();
+            let err = PMPI_Comm_group(comm.handle, &mut group);
+            if err != abi().success {
+                return err;
+            }
+            let err = PMPI_Comm_create(comm.handle, group, &mut dup);
+            PMPI_Group_free(&mut group);
+            err
+        };
         if err == abi().success {
             self.install(comm, dup);
         }
@@ -449,6 +463,22 @@ impl Runtime {
         }
         let comm = self.comm(handle)?;
         Ok((!comm.inter).then_some(comm))
+    }
+
+    /// Gives a communicator just created its private duplicate now, while every member is
+    /// in the call that creates it.
+    pub fn adopt_comm(&self, handle: MPI_Comm) -> c_int {
+        if handle.key() == abi().comm_null.key() {
+            return abi().success;
+        }
+        match self.coll_comm(handle) {
+            Err(err) => err,
+            Ok(None) => abi().success,
+            Ok(Some(comm)) => match comm.coll.create_now(&comm) {
+                err if err == abi().success => err,
+                err => pmpi::raise(handle, err),
+            },
+        }
     }
 
     /// Runs one collective call: `build` adds the algorithm's actions. A null `request` makes

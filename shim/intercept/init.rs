@@ -1,6 +1,5 @@
-//! `MPI_Init*`, `MPI_Finalize` and communicator release.
+//! `MPI_Init*` and `MPI_Finalize`.
 
-use super::intercept;
 use crate::ffi::*;
 use crate::runtime::config::Config;
 use crate::runtime::{install, report, runtime, take_for_finalize};
@@ -84,16 +83,6 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     }
     PMPI_Finalize()
 }
-
-intercept!(fn MPI_Comm_free(comm: *mut MPI_Comm) via PMPI_Comm_free, |rt| {
-    rt.forget_comm(*comm);
-    PMPI_Comm_free(comm)
-});
-
-intercept!(fn MPI_Comm_disconnect(comm: *mut MPI_Comm) via PMPI_Comm_disconnect, |rt| {
-    rt.forget_comm(*comm);
-    PMPI_Comm_disconnect(comm)
-});
 
 /// The engine in use, for programs linked with `-lmatchshim` (see include/matchshim.h).
 #[no_mangle]

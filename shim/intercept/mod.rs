@@ -4,6 +4,7 @@
 //! `Imrecv`, `Bsend`, `Test_cancelled`) are not intercepted: MPI serves them directly.
 
 mod coll;
+mod comms;
 mod init;
 mod p2p;
 mod requests;

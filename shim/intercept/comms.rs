@@ -1,0 +1,64 @@
+//! Communicator creation. (Release needs no entry point: an attribute delete callback tells
+//! the runtime, only when MPI really frees the communicator.) A new intra-communicator gets the shim's private
+//! duplicate for collectives inside the call that creates it, while every member is still in
+//! that call: made later, inside the first collective, it could meet a nonblocking collective
+//! that MPI runs by itself on the communicator (`MPIX_Comm_iagree`) in different orders on
+//! different ranks.
+
+use super::{intercept, nonblocking_then_wait};
+use crate::ffi::*;
+use std::os::raw::c_int;
+
+/// Defines a constructor that calls `$pmpi` and then adopts the communicator written to `$out`.
+macro_rules! constructor {
+    ($name:ident, $pmpi:ident, ($($arg:ident : $ty:ty),* $(,)?), $out:ident) => {
+        intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| {
+            let err = $pmpi($($arg),*);
+            if err == abi().success { rt.adopt_comm(*$out) } else { err }
+        });
+    };
+}
+
+type Ints = *const c_int;
+
+// A blocking dup waits inside MPI for every member, which a receive waiting for the shim can
+// keep from coming (a member may be in a synchronous send to this rank first); the nonblocking
+// form keeps the shim matching. Inter-communicators keep the blocking form on every rank.
+intercept!(fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) via PMPI_Comm_dup, |rt| {
+    let err = match rt.comm(comm) {
+        Err(err) => return err,
+        Ok(state) if state.inter => PMPI_Comm_dup(comm, newcomm),
+        Ok(_) => nonblocking_then_wait(rt, |r| PMPI_Comm_idup(comm, newcomm, r)),
+    };
+    if err == abi().success { rt.adopt_comm(*newcomm) } else { err }
+});
+
+constructor!(MPI_Comm_dup_with_info, PMPI_Comm_dup_with_info,
+    (comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm), newcomm);
+constructor!(MPI_Comm_split, PMPI_Comm_split,
+    (comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm), newcomm);
+constructor!(MPI_Comm_split_type, PMPI_Comm_split_type,
+    (comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm),
+    newcomm);
+constructor!(MPI_Comm_create, PMPI_Comm_create,
+    (comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm), newcomm);
+constructor!(MPI_Comm_create_group, PMPI_Comm_create_group,
+    (comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm), newcomm);
+constructor!(MPI_Intercomm_merge, PMPI_Intercomm_merge,
+    (intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm), newintracomm);
+constructor!(MPI_Cart_create, PMPI_Cart_create,
+    (comm_old: MPI_Comm, ndims: c_int, dims: Ints, periods: Ints, reorder: c_int,
+     comm_cart: *mut MPI_Comm), comm_cart);
+constructor!(MPI_Cart_sub, PMPI_Cart_sub,
+    (comm: MPI_Comm, remain_dims: Ints, newcomm: *mut MPI_Comm), newcomm);
+constructor!(MPI_Graph_create, PMPI_Graph_create,
+    (comm_old: MPI_Comm, nnodes: c_int, index: Ints, edges: Ints, reorder: c_int,
+     comm_graph: *mut MPI_Comm), comm_graph);
+constructor!(MPI_Dist_graph_create, PMPI_Dist_graph_create,
+    (comm_old: MPI_Comm, n: c_int, sources: Ints, degrees: Ints, destinations: Ints,
+     weights: Ints, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm),
+    comm_dist_graph);
+constructor!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent,
+    (comm_old: MPI_Comm, indegree: c_int, sources: Ints, sourceweights: Ints, outdegree: c_int,
+     destinations: Ints, destweights: Ints, info: MPI_Info, reorder: c_int,
+     comm_dist_graph: *mut MPI_Comm), comm_dist_graph);

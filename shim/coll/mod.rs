@@ -12,7 +12,9 @@
 //! The tag of every message of a call is `seq << 9 | kind << 4 | size_class`: `seq` numbers
 //! the calls on the communicator (wrapping within the MPI's tag range), so concurrent
 //! nonblocking collectives never cross, and `kind` and `size_class` let the drain classify an
-//! arrival before any receive wants it.
+//! arrival before any receive wants it. Blocking and nonblocking calls are numbered apart (the
+//! lowest bit of `seq` tells which), as MPICH and Open MPI match them apart: programs that start
+//! a nonblocking collective on one rank and a blocking one first on another still work.
 //!
 //! Every call builds a [`schedule::Schedule`]; a blocking call runs it to completion with the
 //! runtime's progress, a nonblocking one returns a generalized request that progress completes
@@ -169,7 +171,8 @@ pub struct CollComm {
     dup: OnceLock<MPI_Comm>,
     /// The `PMPI_Comm_idup` under way, with the place MPI writes the new handle.
     creating: Mutex<Option<(MPI_Request, Box<MPI_Comm>)>>,
-    seq: AtomicU32,
+    /// Calls so far: blocking, nonblocking.
+    seq: [AtomicU32; 2],
     /// Schedules running on this communicator; the duplicate is freed once none is left
     /// after the user freed the communicator.
     running: AtomicUsize,
@@ -186,7 +189,7 @@ impl CollComm {
         CollComm {
             dup: OnceLock::new(),
             creating: Mutex::new(None),
-            seq: AtomicU32::new(0),
+            seq: [AtomicU32::new(0), AtomicU32::new(0)],
             running: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             freed: AtomicBool::new(false),
@@ -261,8 +264,8 @@ impl CollComm {
         self.running.load(Ordering::Acquire) > 0
     }
 
-    fn next_seq(&self) -> u32 {
-        self.seq.fetch_add(1, Ordering::Relaxed)
+    fn next_seq(&self, nonblocking: bool) -> u32 {
+        self.seq[nonblocking as usize].fetch_add(1, Ordering::Relaxed) << 1 | nonblocking as u32
     }
 
     /// The user freed the communicator: free the duplicate once no schedule needs it.
@@ -497,7 +500,7 @@ impl Runtime {
         if err != abi().success {
             return pmpi::raise(comm.handle, err);
         }
-        let seq = comm.coll.next_seq();
+        let seq = comm.coll.next_seq(!request.is_null());
         let mut b = Builder::new(comm.rank, comm.size);
         if let Err(err) = build(&mut b) {
             return pmpi::raise(comm.handle, err);

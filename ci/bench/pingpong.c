@@ -2,11 +2,14 @@
  *
  *   pingpong [-i iters] [-r reps] [-m maxsize] [-s size]
  *
- * Two variants per size:
+ * Three variants per size:
  *   pingpong        MPI_Send + MPI_Recv on both sides (the reply may arrive before or after
  *                   its receive is posted).
  *   pingpong_irecv  MPI_Irecv + MPI_Send + MPI_Wait: every receive is posted before its message
  *                   can arrive, so only the posted-receive path is timed.
+ *   pingpong_improbe  MPI_Send + a loop of MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG) + MPI_Mrecv:
+ *                   natively, the MPI calls the shim makes for one receive, so the floor of
+ *                   its cost.
  * Sizes 8 B, 64 B, ... (x8) and maxsize (default 1 MiB), or only -s size.  Each size: one
  * warm-up repetition, then reps repetitions of iters round trips (fewer above 4 KiB, where the
  * copy dominates); prints the median and the minimum as
@@ -47,6 +50,36 @@ static double run_blocking(char *buf, int size, int iters, int rank) {
         } else {
             MPI_Recv(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+    return rank == 0 ? (MPI_Wtime() - t0) / (2.0 * iters) : 0.0;
+}
+
+/* A matched probe polled with wildcards, then the receive of the probed message. */
+static void recv_improbe(char *buf, int size) {
+    MPI_Message msg;
+    int flag = 0;
+    while (!flag)
+        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE);
+    MPI_Mrecv(buf, size, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+}
+
+static double run_improbe(char *buf, int size, int iters, int rank) {
+    double t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            buf[0] = (char)i;
+            MPI_Send(buf, size, MPI_CHAR, 1, 3, MPI_COMM_WORLD);
+            recv_improbe(buf, size);
+            if (buf[0] != (char)i) {
+                fprintf(stderr, "pingpong_improbe: wrong reply at iteration %d\n", i);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        } else {
+            recv_improbe(buf, size);
+            MPI_Send(buf, size, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
         }
     }
     return rank == 0 ? (MPI_Wtime() - t0) / (2.0 * iters) : 0.0;
@@ -120,22 +153,25 @@ int main(int argc, char **argv) {
     memset(buf, 1, maxsize);
     memset(rbuf, 0, maxsize);
 
-    for (int variant = 0; variant < 2; variant++) {
+    static const char *names[] = {"pingpong", "pingpong_irecv", "pingpong_improbe"};
+    for (int variant = 0; variant < 3; variant++) {
         for (int size = only ? only : 8; size > 0; size = next_size(size, maxsize)) {
             /* Above 4 KiB scale iterations down with the size, keeping at least 100. */
             long it = size <= 4096 ? base_iters : (long)base_iters * 4096 / size;
             int iters = it < 100 ? (base_iters < 100 ? base_iters : 100) : (int)it;
-            if (variant == 0)
-                run_blocking(buf, size, iters / 10 + 1, rank);
-            else
-                run_irecv(buf, rbuf, size, iters / 10 + 1, rank);
-            for (int r = 0; r < reps; r++)
-                t[r] = variant == 0 ? run_blocking(buf, size, iters, rank)
-                                    : run_irecv(buf, rbuf, size, iters, rank);
+            for (int r = -1; r < reps; r++) {
+                /* r = -1: warm-up with a tenth of the iterations */
+                int n = r < 0 ? iters / 10 + 1 : iters;
+                double secs = variant == 0   ? run_blocking(buf, size, n, rank)
+                              : variant == 1 ? run_irecv(buf, rbuf, size, n, rank)
+                                             : run_improbe(buf, size, n, rank);
+                if (r >= 0)
+                    t[r] = secs;
+            }
             if (rank == 0) {
                 qsort(t, reps, sizeof(double), cmp_double);
                 printf("RESULT name=%s size=%d usec=%.3f min=%.3f iters=%d reps=%d\n",
-                       variant == 0 ? "pingpong" : "pingpong_irecv", size, t[reps / 2] * 1e6,
+                       names[variant], size, t[reps / 2] * 1e6,
                        t[0] * 1e6, iters, reps);
                 fflush(stdout);
             }

@@ -166,7 +166,9 @@ impl Comm {
     pub fn progress(self: &Arc<Self>, rt: &Runtime) {
         if let Some(mut queues) = self.queues.try_lock() {
             queues.drain(self, rt);
-            queues.finish_received(self, rt);
+            if !queues.receiving.is_empty() {
+                queues.finish_received(self, rt);
+            }
         }
     }
 

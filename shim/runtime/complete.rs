@@ -89,9 +89,25 @@ impl Runtime {
         err
     }
 
-    fn classify(&self, requests: &[MPI_Request]) -> Option<Vec<Option<ShimRequest>>> {
-        let shim = self.lookup_all(requests)?;
-        shim.iter().any(Option::is_some).then_some(shim)
+    /// The shim's entries of an array of requests, and a copy of the array with them nulled
+    /// for MPI's own wait and test calls; `None` when MPI can take the whole array itself.
+    fn split(
+        &self,
+        requests: &[MPI_Request],
+    ) -> Option<(Vec<Option<ShimRequest>>, Vec<MPI_Request>)> {
+        let shim = self
+            .lookup_all(requests)
+            .filter(|shim| shim.iter().any(Option::is_some));
+        if shim.is_none() && !self.needs_progress() {
+            return None;
+        }
+        let shim = shim.unwrap_or_else(|| vec![None; requests.len()]);
+        let view = requests
+            .iter()
+            .zip(&shim)
+            .map(|(&r, s)| if s.is_some() { abi().request_null } else { r })
+            .collect();
+        Some((shim, view))
     }
 
     pub unsafe fn wait(&self, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
@@ -166,20 +182,13 @@ impl Runtime {
     ) -> c_int {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let shim = self.classify(reqs);
-        if shim.is_none() && !self.needs_progress() {
+        let Some((shim, mut view)) = self.split(reqs) else {
             return if blocking {
                 PMPI_Waitall(count, requests, statuses)
             } else {
                 PMPI_Testall(count, requests, flag, statuses)
             };
-        }
-        let shim = shim.unwrap_or_else(|| vec![None; n]);
-        let mut view: Vec<MPI_Request> = reqs
-            .iter()
-            .zip(&shim)
-            .map(|(&r, s)| if s.is_some() { abi().request_null } else { r })
-            .collect();
+        };
         let mut done = 0;
         let mut real_err = abi().success;
         let mut check = || {
@@ -238,20 +247,13 @@ impl Runtime {
     ) -> c_int {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let shim = self.classify(reqs);
-        if shim.is_none() && !self.needs_progress() {
+        let Some((shim, mut view)) = self.split(reqs) else {
             return if blocking {
                 PMPI_Waitany(count, requests, index, status)
             } else {
                 PMPI_Testany(count, requests, index, flag, status)
             };
-        }
-        let shim = shim.unwrap_or_else(|| vec![None; n]);
-        let mut view: Vec<MPI_Request> = reqs
-            .iter()
-            .zip(&shim)
-            .map(|(&r, s)| if s.is_some() { abi().request_null } else { r })
-            .collect();
+        };
         let mut outcome: Option<(c_int, c_int)> = None;
         let mut check = || {
             self.progress(None);
@@ -317,20 +319,13 @@ impl Runtime {
     ) -> c_int {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let shim = self.classify(reqs);
-        if shim.is_none() && !self.needs_progress() {
+        let Some((shim, mut view)) = self.split(reqs) else {
             return if blocking {
                 PMPI_Waitsome(count, requests, outcount, indices, statuses)
             } else {
                 PMPI_Testsome(count, requests, outcount, indices, statuses)
             };
-        }
-        let shim = shim.unwrap_or_else(|| vec![None; n]);
-        let mut view: Vec<MPI_Request> = reqs
-            .iter()
-            .zip(&shim)
-            .map(|(&r, s)| if s.is_some() { abi().request_null } else { r })
-            .collect();
+        };
         let mut real_indices = vec![0 as c_int; n];
         let mut real_statuses = vec![zeroed_status(); n];
         let ignore = statuses == abi().statuses_ignore || statuses.is_null();

@@ -296,7 +296,9 @@ impl Runtime {
         if self.running.any() {
             self.progress_collectives();
         }
-        if self.pending.load(Ordering::Acquire) == 0 {
+        let pending = self.pending.load(Ordering::Acquire);
+        let focus_pending = focus.map_or(0, |f| f.pending.load(Ordering::Acquire));
+        if pending == focus_pending {
             return;
         }
         SCRATCH.with(|scratch| {

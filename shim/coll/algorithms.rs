@@ -509,6 +509,51 @@ fn rabenseifner(
     }
 }
 
+/// The root's array of one block per rank in gather and scatter, and the block size in bytes
+/// (from the root's arguments at the root, from the rank's own elsewhere).
+struct RootBlocks {
+    buf: In,
+    count: c_int,
+    dtype: MPI_Datatype,
+    extent: i64,
+    bytes: i64,
+}
+
+impl RootBlocks {
+    unsafe fn new(
+        b: &mut Builder,
+        root: c_int,
+        (buf, count, dtype): (In, c_int, MPI_Datatype),
+        (own_count, own_type): (c_int, MPI_Datatype),
+    ) -> Result<RootBlocks, c_int> {
+        check_root(b, root)?;
+        let (bytes, extent) = if b.rank == root {
+            check_count(count)?;
+            let t = TypeInfo::of(dtype)?;
+            (count as i64 * t.size, t.extent)
+        } else {
+            check_count(own_count)?;
+            (own_count as i64 * TypeInfo::of(own_type)?.size, 0)
+        };
+        b.size_class = size_class(bytes);
+        Ok(RootBlocks {
+            buf,
+            count,
+            dtype,
+            extent,
+            bytes,
+        })
+    }
+
+    fn slot(&self, i: c_int) -> Data {
+        Data::new(
+            at(self.buf, i as i64 * self.count as i64 * self.extent),
+            self.count,
+            self.dtype,
+        )
+    }
+}
+
 /// Gather and scatter move blocks of one size; binomial trees pay off for many small blocks.
 fn rooted_tree(n: c_int, block: i64) -> bool {
     n > 10 && block < 1024
@@ -525,29 +570,19 @@ pub unsafe fn gather(
     recvtype: MPI_Datatype,
     root: c_int,
 ) -> Result<(), c_int> {
-    check_root(b, root)?;
-    let (r, n) = (b.rank, b.size);
+    let blocks = RootBlocks::new(
+        b,
+        root,
+        (recvbuf, recvcount, recvtype),
+        (sendcount, sendtype),
+    )?;
+    let (r, n, block) = (b.rank, b.size, blocks.bytes);
     let is_root = r == root;
     let inplace = is_root && in_place(sendbuf);
-    let (block, rext) = if is_root {
-        check_count(recvcount)?;
-        let rt = TypeInfo::of(recvtype)?;
-        (recvcount as i64 * rt.size, rt.extent)
-    } else {
-        check_count(sendcount)?;
-        (sendcount as i64 * TypeInfo::of(sendtype)?.size, 0)
-    };
-    b.size_class = size_class(block);
     if block == 0 {
         return Ok(());
     }
-    let slot = |i: c_int| {
-        Data::new(
-            at(recvbuf, i as i64 * recvcount as i64 * rext),
-            recvcount,
-            recvtype,
-        )
-    };
+    let slot = |i: c_int| blocks.slot(i);
     let own = Data::new(sendbuf, sendcount, sendtype);
     if is_root && !inplace {
         b.copy(own, slot(r));
@@ -643,29 +678,19 @@ pub unsafe fn scatter(
     recvtype: MPI_Datatype,
     root: c_int,
 ) -> Result<(), c_int> {
-    check_root(b, root)?;
-    let (r, n) = (b.rank, b.size);
+    let blocks = RootBlocks::new(
+        b,
+        root,
+        (sendbuf, sendcount, sendtype),
+        (recvcount, recvtype),
+    )?;
+    let (r, n, block) = (b.rank, b.size, blocks.bytes);
     let is_root = r == root;
     let inplace = is_root && in_place(recvbuf);
-    let (block, sext) = if is_root {
-        check_count(sendcount)?;
-        let st = TypeInfo::of(sendtype)?;
-        (sendcount as i64 * st.size, st.extent)
-    } else {
-        check_count(recvcount)?;
-        (recvcount as i64 * TypeInfo::of(recvtype)?.size, 0)
-    };
-    b.size_class = size_class(block);
     if block == 0 {
         return Ok(());
     }
-    let slot = |i: c_int| {
-        Data::new(
-            at(sendbuf, i as i64 * sendcount as i64 * sext),
-            sendcount,
-            sendtype,
-        )
-    };
+    let slot = |i: c_int| blocks.slot(i);
     let own = Data::new(recvbuf, recvcount, recvtype);
     if is_root && !inplace {
         b.copy(slot(r), own);

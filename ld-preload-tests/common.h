@@ -1,9 +1,9 @@
-/* Small harness shared by the point-to-point test programs.
+/* Small harness shared by the test programs.
  *
  * Every rank runs every check.  A rank that sees a problem records the first
- * failure detail locally; report() is collective and uses only collectives
- * (which the shim passes through), so rank 0 prints one deterministic line
- * per check whatever the point-to-point layer does. */
+ * failure detail locally; report() gathers the verdicts with PMPI_ calls, which
+ * bypass the shim, so rank 0 prints one deterministic line per check whatever
+ * the point-to-point and collective layers under test do. */
 #ifndef MATCHSHIM_TEST_COMMON_H
 #define MATCHSHIM_TEST_COMMON_H
 
@@ -68,11 +68,11 @@ static inline int err_class(int rc)
 static inline void report(const char *name)
 {
     int mine = t_fail ? t_rank : t_size, first;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    PMPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (first < t_size) {
         char d[DETAIL_LEN];
         memcpy(d, t_detail, DETAIL_LEN);
-        MPI_Bcast(d, DETAIL_LEN, MPI_CHAR, first, MPI_COMM_WORLD);
+        PMPI_Bcast(d, DETAIL_LEN, MPI_CHAR, first, MPI_COMM_WORLD);
         d[DETAIL_LEN - 1] = 0;
         if (t_rank == 0)
             printf("FAIL %s: %s\n", name, d);
@@ -113,13 +113,13 @@ static inline void t_init(int *argc, char ***argv)
 /* Prints the verdict, finalizes, returns the exit code for main. */
 static inline int t_finish(void)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
+    PMPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == 0) {
         printf("verdict: %s\n", t_any_fail ? "FAIL" : "PASS");
         fflush(stdout);
     }
     int any = t_any_fail;
-    MPI_Bcast(&any, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(&any, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return any ? 1 : 0;
 }

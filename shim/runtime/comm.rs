@@ -226,6 +226,32 @@ impl Queues {
         }
     }
 
+    /// `post` with the arrivals still inside MPI: a message queued here is older than any of
+    /// them, so MPI is asked first only when nothing is queued, else only once the receive is
+    /// queued (which spares a probe per receive when messages wait). `on_queued` runs before
+    /// that late drain can complete the receive.
+    pub fn post_drained(
+        &mut self,
+        comm: &Arc<Comm>,
+        rt: &Runtime,
+        want: Pattern,
+        op: Option<&Arc<RecvOp>>,
+        on_queued: impl FnOnce(),
+    ) -> Posted {
+        let drain_first = self.arrived.len() == 0;
+        if drain_first {
+            self.drain(comm, rt);
+        }
+        let posted = self.post(comm, rt, want, op);
+        if let Posted::Queued(_) = posted {
+            on_queued();
+            if !drain_first {
+                self.drain(comm, rt);
+            }
+        }
+        posted
+    }
+
     /// Posts a receive: takes the earliest matching unexpected message, or queues the
     /// receive (`op`, or a blocking receive when `None`).
     pub fn post(

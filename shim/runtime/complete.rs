@@ -191,10 +191,19 @@ impl Runtime {
         };
         let mut done = 0;
         let mut real_err = abi().success;
+        // Requests stay done once done: each round resumes at the first one that was not.
+        let mut unfinished = 0;
         let mut check = || {
             self.progress(None);
-            if !shim.iter().flatten().all(ShimRequest::is_done) {
-                return false;
+            match shim[unfinished..]
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| !s.is_done()))
+            {
+                Some(i) => {
+                    unfinished += i;
+                    return false;
+                }
+                None => unfinished = shim.len(),
             }
             real_err = PMPI_Testall(count, view.as_mut_ptr(), &mut done, statuses);
             done != 0 || (real_err != abi().success && real_err != abi().err_in_status)

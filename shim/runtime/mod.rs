@@ -354,17 +354,11 @@ impl Runtime {
         }
     }
 
-    /// Posts a blocking receive on `comm`, draining MPI first so a message that already
-    /// arrived matches at once.
-    pub fn post(
-        &self,
-        comm: &Arc<Comm>,
-        want: crate::matching::Pattern,
-        op: Option<&Arc<RecvOp>>,
-    ) -> Posted {
-        let mut queues = comm.queues.lock();
-        queues.drain(comm, self);
-        queues.post(comm, self, want, op)
+    /// Posts a blocking receive on `comm`, so a message that already arrived matches at once.
+    pub fn post(&self, comm: &Arc<Comm>, want: crate::matching::Pattern) -> Posted {
+        comm.queues
+            .lock()
+            .post_drained(comm, self, want, None, || ())
     }
 
     /// Cancels a receive that has not matched yet; its request then completes as cancelled.

@@ -86,7 +86,7 @@ impl Runtime {
             return abi().success;
         }
         let comm = &target.comm;
-        let mut message = match self.post(comm, target.pattern(), None) {
+        let mut message = match self.post(comm, target.pattern()) {
             Posted::Found(arrived) => arrived.message,
             Posted::Queued(key) => {
                 let mut matched = None;
@@ -130,16 +130,18 @@ impl Runtime {
             return abi().success;
         }
         let mut queues = comm.queues.lock();
-        queues.drain(comm, self);
-        match queues.post(comm, self, target.pattern(), Some(&op)) {
+        let mut greq = None;
+        // Started under the lock: no arrival can complete the op before it exists.
+        let posted = queues.post_drained(comm, self, target.pattern(), Some(&op), || {
+            greq = Some(op.start_grequest())
+        });
+        drop(queues);
+        match posted {
             Posted::Found(mut arrived) => {
-                drop(queues);
                 pmpi::imrecv(buf, count, datatype, &mut arrived.message, &mut *request)
             }
             Posted::Queued(_) => {
-                // Started under the lock: no arrival can complete the op before it exists.
-                let greq = op.start_grequest();
-                drop(queues);
+                let greq = greq.expect("started when queued");
                 match greq {
                     Ok(greq) => {
                         self.register(greq, ShimRequest::Recv(op));
@@ -208,9 +210,8 @@ impl Runtime {
                 tag: p.tag,
             };
             let mut queues = p.comm.queues.lock();
-            queues.drain(&p.comm, self);
-            if let Posted::Found(arrived) = queues.post(&p.comm, self, target.pattern(), Some(&op))
-            {
+            let posted = queues.post_drained(&p.comm, self, target.pattern(), Some(&op), || ());
+            if let Posted::Found(arrived) = posted {
                 queues.start_receive(&p.comm, self, op.clone(), arrived.message);
             }
         }

@@ -212,7 +212,7 @@ impl Runtime {
             let mut queues = p.comm.queues.lock();
             let posted = queues.post_drained(&p.comm, self, target.pattern(), Some(&op), || ());
             if let Posted::Found(arrived) = posted {
-                queues.start_receive(&p.comm, self, op.clone(), arrived.message);
+                queues.start_receive(&p.comm, self, op.clone(), arrived);
             }
         }
         *current = Some(op);

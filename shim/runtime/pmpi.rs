@@ -113,3 +113,14 @@ pub fn comm_rank(comm: MPI_Comm) -> c_int {
     unsafe { PMPI_Comm_rank(comm, &mut rank) };
     rank
 }
+
+/// The size in bytes of the message a status describes (`i64::MAX` if MPI cannot say).
+pub fn byte_count(status: &MPI_Status) -> i64 {
+    let mut count = 0;
+    // SAFETY: plain call on a status MPI filled in.
+    let err = unsafe { PMPI_Get_count(status, abi().byte, &mut count) };
+    if err != abi().success || count == abi().undefined {
+        return i64::MAX;
+    }
+    count as i64
+}

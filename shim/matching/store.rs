@@ -200,22 +200,6 @@ impl<T: Copy> Store<T> {
     pub fn items(&self, queue: u32) -> impl Iterator<Item = &T> + '_ {
         self.queues[queue as usize].iter().map(|e| &e.item)
     }
-
-    /// Spreads every element over `queues` new queues at `place(element)`, keeping the order.
-    pub fn requeue(&mut self, queues: usize, place: impl Fn(&T) -> u32) {
-        let mut all: Vec<Entry<T>> = self.queues.iter_mut().flat_map(|q| q.drain(..)).collect();
-        all.sort_unstable_by_key(|e| e.seq);
-        self.queues.truncate(queues);
-        self.queues.resize_with(queues, VecDeque::new);
-        for entry in all {
-            self.queues[place(&entry.item) as usize].push_back(entry);
-        }
-        if let Some(order) = &mut self.order {
-            for slot in order.slots.iter_mut().filter(|s| s.queue != HOLE) {
-                slot.queue = place(&slot.item);
-            }
-        }
-    }
 }
 
 impl<T: Copy> Order<T> {

@@ -1,6 +1,6 @@
 //! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
 
-use super::store::{Loc, Store};
+use super::store::{fingerprint, Loc, Store};
 use super::{
     queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
     TrafficStats, ANY_SOURCE,
@@ -62,12 +62,19 @@ impl<T: Element> Side<T> {
             .chain(partner.map(|p| p.queue))
     }
 
-    /// The oldest element from `source` older than `bound` that `hit` accepts, and the depth.
+    /// The oldest element from `source` older than `bound` that `hit` accepts, and the depth;
+    /// `key` as in `Store::find`.
     #[inline]
-    fn find_from(&self, source: i32, bound: u64, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
+    fn find_from(
+        &self,
+        source: i32,
+        key: u16,
+        bound: u64,
+        hit: impl Fn(&T) -> bool,
+    ) -> (Option<Loc>, usize) {
         let mut depth = 0;
         for queue in self.path(source) {
-            let (found, d) = self.store.find(queue, bound, &hit);
+            let (found, d) = self.store.find(queue, bound, key, &hit);
             depth += d;
             if found.is_some() {
                 return (found, depth);
@@ -171,7 +178,8 @@ impl Pnp {
         } else if want.source == ANY_SOURCE {
             self.umq.store.find_oldest(hit)
         } else {
-            self.umq.find_from(want.source, u64::MAX, hit)
+            let key = fingerprint(want.source, want.tag);
+            self.umq.find_from(want.source, key, u64::MAX, hit)
         };
         traffic.umq.record(depth);
         let at = found?;
@@ -197,9 +205,10 @@ impl Queues for Pnp {
     fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
         let hit = |p: &Pattern| p.matches(&env);
         // The source's path first: ANY_SOURCE receives only matter if they are older.
-        let (mut best, mut depth) = self.prq.find_from(env.source, u64::MAX, hit);
+        let key = fingerprint(env.source, env.tag);
+        let (mut best, mut depth) = self.prq.find_from(env.source, key, u64::MAX, hit);
         let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-        let (found, d) = self.prq.store.find(WILD, bound, hit);
+        let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
         depth += d;
         if found.is_some() {
             best = found;

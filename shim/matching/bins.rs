@@ -50,7 +50,7 @@ impl Bins {
         self.prq.buckets()
     }
 
-    #[inline]
+    #[inline(always)]
     fn take_unexpected(
         &mut self,
         want: &Pattern,
@@ -75,7 +75,7 @@ impl Bins {
     }
 
     /// The earliest posted receive that fits `env`, from the bins it may be in.
-    #[inline]
+    #[inline(always)]
     fn find_posted(&self, env: &Envelope) -> (Option<u32>, usize) {
         let hit = |p: &Pattern| p.matches(env);
         let (mut best, mut depth) = self.prq.find(env.source, env.tag, u64::MAX, hit);
@@ -102,7 +102,7 @@ impl Bins {
         (best, depth)
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove_posted(&mut self, at: u32) -> RecvId {
         let want = self.prq.node(at).item;
         if let Some(shape) = shape(want.source, want.tag) {
@@ -113,7 +113,7 @@ impl Bins {
 }
 
 impl Queues for Bins {
-    #[inline]
+    #[inline(always)]
     fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
         if let Some(msg) = self.take_unexpected(&want, true, traffic) {
             return Some(msg);
@@ -125,7 +125,7 @@ impl Queues for Bins {
         None
     }
 
-    #[inline]
+    #[inline(always)]
     fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
         let (found, depth) = self.find_posted(&env);
         traffic.prq.record(depth);

@@ -50,31 +50,28 @@ impl<T: Element> Side<T> {
         }
     }
 
-    /// The queues that may hold elements from `source`, oldest first: the base queue, the
+    /// The queues that may hold elements from `source`, oldest first, after the base queue: the
     /// non-partner queues of the levels before `source` became a partner (of all levels for a
     /// non-partner), then its own queue. The non-partner queue made together with a partner's
     /// queue never holds that partner's elements, so the search skips it.
-    fn path(&self, source: i32) -> impl Iterator<Item = u32> + '_ {
+    #[inline]
+    fn path(&self, source: i32) -> (&[u32], Option<u32>) {
         let partner = self.partner(source);
         let levels = partner.map_or(self.levels.len(), |p| p.level as usize);
-        std::iter::once(BASE)
-            .chain(self.levels[..levels].iter().copied())
-            .chain(partner.map(|p| p.queue))
+        (&self.levels[..levels], partner.map(|p| p.queue))
     }
 
-    /// The oldest element from `source` older than `bound` that `hit` accepts, and the depth;
-    /// `key` as in `Store::find`.
+    /// The oldest element from `source` that `hit` accepts, and the depth; `key` as in
+    /// `Store::find`.
     #[inline]
-    fn find_from(
-        &self,
-        source: i32,
-        key: u16,
-        bound: u64,
-        hit: impl Fn(&T) -> bool,
-    ) -> (Option<Loc>, usize) {
-        let mut depth = 0;
-        for queue in self.path(source) {
-            let (found, d) = self.store.find(queue, bound, key, &hit);
+    fn find_from(&self, source: i32, key: u16, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
+        let (found, mut depth) = self.store.find(BASE, u64::MAX, key, &hit);
+        if found.is_some() {
+            return (found, depth);
+        }
+        let (levels, own) = self.path(source);
+        for &queue in levels.iter().chain(own.as_ref()) {
+            let (found, d) = self.store.find(queue, u64::MAX, key, &hit);
             depth += d;
             if found.is_some() {
                 return (found, depth);
@@ -179,7 +176,7 @@ impl Pnp {
             self.umq.store.find_oldest(hit)
         } else {
             let key = fingerprint(want.source, want.tag);
-            self.umq.find_from(want.source, key, u64::MAX, hit)
+            self.umq.find_from(want.source, key, hit)
         };
         traffic.umq.record(depth);
         let at = found?;
@@ -206,7 +203,7 @@ impl Queues for Pnp {
         let hit = |p: &Pattern| p.matches(&env);
         // The source's path first: ANY_SOURCE receives only matter if they are older.
         let key = fingerprint(env.source, env.tag);
-        let (mut best, mut depth) = self.prq.find_from(env.source, key, u64::MAX, hit);
+        let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
         let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
         let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
         depth += d;
@@ -305,7 +302,12 @@ mod tests {
         let (rank0, rank2) = (side.partners[&0], side.partners[&2]);
         assert_eq!((rank0.level, rank2.level, side.partners.len()), (0, 1, 2));
         let (np0, np1) = (side.levels[0], side.levels[1]);
-        let path = |source| side.path(source).collect::<Vec<_>>();
+        let path = |source| {
+            let (levels, own) = side.path(source);
+            let mut path = vec![BASE];
+            path.extend(levels.iter().chain(own.as_ref()));
+            path
+        };
         // Red arrow: a partner searches the base queue, the non-partner queues of the levels
         // before its own, then its queue.
         assert_eq!(path(0), [BASE, rank0.queue]);

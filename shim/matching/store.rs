@@ -117,18 +117,15 @@ impl<T: Copy> Queue<T> {
     fn remove(&mut self, index: usize) -> Entry<T> {
         let at = self.head + index;
         let entry = self.entries[at];
-        if index + 1 == self.len() {
+        if index == 0 {
+            self.head += 1;
+        } else if index + 1 == self.len() {
             self.prints.pop();
             self.entries.pop();
         } else if index < self.len() / 2 {
             self.prints.copy_within(self.head..at, self.head + 1);
             self.entries.copy_within(self.head..at, self.head + 1);
             self.head += 1;
-            if self.head > 32 && 2 * self.head > self.entries.len() {
-                self.prints.drain(..self.head);
-                self.entries.drain(..self.head);
-                self.head = 0;
-            }
         } else {
             self.prints.remove(at);
             self.entries.remove(at);
@@ -136,6 +133,10 @@ impl<T: Copy> Queue<T> {
         if self.head == self.entries.len() {
             self.prints.clear();
             self.entries.clear();
+            self.head = 0;
+        } else if self.head > 32 && 2 * self.head > self.entries.len() {
+            self.prints.drain(..self.head);
+            self.entries.drain(..self.head);
             self.head = 0;
         }
         entry

@@ -87,13 +87,13 @@ impl<T: Element> Table<T> {
         self.buckets.len()
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn node(&self, at: u32) -> &Node<T> {
         &self.nodes[at as usize]
     }
 
     /// Appends `item` to its bucket; it is the newest element.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, item: T, id: u64) {
         if self.grow && self.len >= self.buckets.len() {
             self.regroup(self.bits + 1);
@@ -138,7 +138,7 @@ impl<T: Element> Table<T> {
     }
 
     /// Unlinks the element at `at` and returns its id.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, at: u32) -> u64 {
         let node = &self.nodes[at as usize];
         let (next, prev, newer, older, id) =
@@ -170,7 +170,7 @@ impl<T: Element> Table<T> {
 
     /// The oldest element of the bucket of (source, tag) older than `bound` that `hit` accepts,
     /// and how many elements were inspected.
-    #[inline]
+    #[inline(always)]
     pub fn find(
         &self,
         source: i32,

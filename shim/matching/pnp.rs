@@ -18,12 +18,70 @@ struct Partner {
     level: u32,
 }
 
+/// Partner sources and their queues: open addressing in a power-of-two table at most half
+/// full, probed on every element, so one multiply and usually one slot. Partners are never
+/// removed, so a probe ends at the first empty slot.
+#[derive(Default)]
+struct Partners {
+    /// (source, partner); ANY_SOURCE, never a partner, marks an empty slot.
+    slots: Vec<(i32, Partner)>,
+    len: usize,
+}
+
+impl Partners {
+    #[inline(always)]
+    fn slot(&self, source: i32) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        ((source as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    #[inline(always)]
+    fn get(&self, source: i32) -> Option<Partner> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(source);
+        loop {
+            let (s, partner) = self.slots[i];
+            if s == source {
+                return Some(partner);
+            }
+            if s == ANY_SOURCE {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, source: i32, partner: Partner) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            let empty = (ANY_SOURCE, Partner { queue: 0, level: 0 });
+            let old = std::mem::replace(
+                &mut self.slots,
+                vec![empty; (4 * (self.len + 1)).next_power_of_two()],
+            );
+            self.len = 0;
+            for (s, p) in old.into_iter().filter(|&(s, _)| s != ANY_SOURCE) {
+                self.insert(s, p);
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(source);
+        while self.slots[i].0 != ANY_SOURCE {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (source, partner);
+        self.len += 1;
+    }
+}
+
 /// One side (posted receives or unexpected messages) of the structure.
 struct Side<T> {
     store: Store<T>,
     /// The non-partner queue of each level.
     levels: Vec<u32>,
-    partners: IntMap<i32, Partner>,
+    partners: Partners,
     /// Where elements of non-partners go: the base queue, later the last level's non-partner queue.
     tail: u32,
     /// Length of `tail` at which partners are looked for next.
@@ -35,7 +93,7 @@ impl<T: Element> Side<T> {
         Side {
             store: Store::new(queues, ordered),
             levels: Vec::new(),
-            partners: IntMap::default(),
+            partners: Partners::default(),
             tail: BASE,
             next_check: theta,
         }
@@ -43,11 +101,7 @@ impl<T: Element> Side<T> {
 
     #[inline]
     fn partner(&self, source: i32) -> Option<Partner> {
-        if self.partners.is_empty() {
-            None
-        } else {
-            self.partners.get(&source).copied()
-        }
+        self.partners.get(source)
     }
 
     /// The queues that may hold elements from `source`, oldest first, after the base queue: the
@@ -299,8 +353,8 @@ mod tests {
             assert_eq!(pnp.post(recv(source, tag), id as u64, &mut traffic), None);
         }
         let side = &pnp.prq;
-        let (rank0, rank2) = (side.partners[&0], side.partners[&2]);
-        assert_eq!((rank0.level, rank2.level, side.partners.len()), (0, 1, 2));
+        let (rank0, rank2) = (side.partner(0).unwrap(), side.partner(2).unwrap());
+        assert_eq!((rank0.level, rank2.level, side.partners.len), (0, 1, 2));
         let (np0, np1) = (side.levels[0], side.levels[1]);
         let path = |source| {
             let (levels, own) = side.path(source);
@@ -345,7 +399,7 @@ mod tests {
             let source = (id % 16) as i32;
             pnp.arrive(msg(source, 0), id, &mut traffic);
         }
-        assert_eq!(pnp.umq.partners.len(), 3);
+        assert_eq!(pnp.umq.partners.len, 3);
         assert_eq!(pnp.queues(), 3 + 4);
         assert_eq!(pnp.budget, 0);
     }

@@ -1,7 +1,7 @@
 //! Hash bins keyed on (source, tag) (Flajslik et al.), and `adaptive`: the same structure kept at
 //! one bin (a list) while searches are short.
 
-use super::table::Table;
+use super::table::{Loc, Table};
 use super::{
     EngineParams, Envelope, MsgId, Pattern, Queues, RecvId, TrafficStats, ANY_SOURCE, ANY_TAG,
 };
@@ -76,7 +76,7 @@ impl Bins {
 
     /// The earliest posted receive that fits `env`, from the bins it may be in.
     #[inline(always)]
-    fn find_posted(&self, env: &Envelope) -> (Option<u32>, usize) {
+    fn find_posted(&self, env: &Envelope) -> (Option<Loc>, usize) {
         let hit = |p: &Pattern| p.matches(env);
         let (mut best, mut depth) = self.prq.find(env.source, env.tag, u64::MAX, hit);
         if self.wild == [0; 3] {
@@ -103,7 +103,7 @@ impl Bins {
     }
 
     #[inline(always)]
-    fn remove_posted(&mut self, at: u32) -> RecvId {
+    fn remove_posted(&mut self, at: Loc) -> RecvId {
         let want = self.prq.node(at).item;
         if let Some(shape) = shape(want.source, want.tag) {
             self.wild[shape] -= 1;

@@ -11,14 +11,26 @@ use super::Element;
 
 const NIL: u32 = u32::MAX;
 
+/// 32 bytes for a point-to-point pattern or envelope: two to a cache line.
 pub(super) struct Node<T> {
     pub item: T,
+    /// The next element of the bucket; of the free list for a free node.
     next: u32,
     /// Insertion order over the whole table: lower is older.
     pub seq: u64,
     pub id: u64,
+}
+
+/// Where an element is: its node and the node before it in its bucket.
+#[derive(Clone, Copy)]
+pub(super) struct Loc {
+    at: u32,
     prev: u32,
-    /// Arrival-order links (ordered tables only); `newer` also chains free nodes.
+}
+
+/// Arrival-order links of a node (ordered tables only).
+#[derive(Clone, Copy)]
+struct Links {
     newer: u32,
     older: u32,
 }
@@ -43,13 +55,15 @@ pub(super) struct Table<T> {
     grow: bool,
     len: usize,
     next_seq: u64,
+    /// Parallel to `nodes` in an ordered table, empty otherwise.
+    links: Vec<Links>,
     ordered: bool,
     oldest: u32,
     newest: u32,
 }
 
 /// The bucket of (source, tag) as written, wildcards included, among `1 << bits` buckets.
-#[inline]
+#[inline(always)]
 fn bucket(bits: u32, source: i32, tag: i32) -> usize {
     if bits == 0 {
         return 0;
@@ -73,6 +87,7 @@ impl<T: Element> Table<T> {
             grow,
             len: 0,
             next_seq: 0,
+            links: Vec::new(),
             ordered,
             oldest: NIL,
             newest: NIL,
@@ -88,8 +103,14 @@ impl<T: Element> Table<T> {
     }
 
     #[inline(always)]
-    pub fn node(&self, at: u32) -> &Node<T> {
-        &self.nodes[at as usize]
+    pub fn node(&self, at: Loc) -> &Node<T> {
+        &self.nodes[at.at as usize]
+    }
+
+    #[inline(always)]
+    fn bucket_of(&self, at: u32) -> usize {
+        let item = &self.nodes[at as usize].item;
+        bucket(self.bits, item.source(), item.tag())
     }
 
     /// Appends `item` to its bucket; it is the newest element.
@@ -101,68 +122,73 @@ impl<T: Element> Table<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         let b = bucket(self.bits, item.source(), item.tag());
-        let tail = self.buckets[b].tail;
         let node = Node {
             item,
             next: NIL,
             seq,
             id,
-            prev: tail,
-            newer: NIL,
-            older: self.newest,
         };
         let at = if self.free != NIL {
             let at = self.free;
-            self.free = self.nodes[at as usize].newer;
+            self.free = self.nodes[at as usize].next;
             self.nodes[at as usize] = node;
             at
         } else {
             self.nodes.push(node);
+            if self.ordered {
+                self.links.push(Links {
+                    newer: NIL,
+                    older: NIL,
+                });
+            }
             (self.nodes.len() - 1) as u32
         };
-        if tail == NIL {
-            self.buckets[b].head = at;
-        } else {
-            self.nodes[tail as usize].next = at;
+        let tail = self.buckets[b].tail;
+        match tail {
+            NIL => self.buckets[b].head = at,
+            t => self.nodes[t as usize].next = at,
         }
         self.buckets[b].tail = at;
         if self.ordered {
-            if self.newest == NIL {
-                self.oldest = at;
-            } else {
-                self.nodes[self.newest as usize].newer = at;
+            self.links[at as usize] = Links {
+                newer: NIL,
+                older: self.newest,
+            };
+            match self.newest {
+                NIL => self.oldest = at,
+                n => self.links[n as usize].newer = at,
             }
             self.newest = at;
         }
         self.len += 1;
     }
 
-    /// Unlinks the element at `at` and returns its id.
+    /// Unlinks the element at `loc` and returns its id.
     #[inline(always)]
-    pub fn remove(&mut self, at: u32) -> u64 {
+    pub fn remove(&mut self, loc: Loc) -> u64 {
+        let Loc { at, prev } = loc;
+        let b = self.bucket_of(at);
         let node = &self.nodes[at as usize];
-        let (next, prev, newer, older, id) =
-            (node.next, node.prev, node.newer, node.older, node.id);
-        let b = bucket(self.bits, node.item.source(), node.item.tag());
+        let (next, id) = (node.next, node.id);
         match prev {
             NIL => self.buckets[b].head = next,
             p => self.nodes[p as usize].next = next,
         }
-        match next {
-            NIL => self.buckets[b].tail = prev,
-            n => self.nodes[n as usize].prev = prev,
+        if next == NIL {
+            self.buckets[b].tail = prev;
         }
         if self.ordered {
+            let Links { newer, older } = self.links[at as usize];
             match older {
                 NIL => self.oldest = newer,
-                o => self.nodes[o as usize].newer = newer,
+                o => self.links[o as usize].newer = newer,
             }
             match newer {
                 NIL => self.newest = older,
-                n => self.nodes[n as usize].older = older,
+                n => self.links[n as usize].older = older,
             }
         }
-        self.nodes[at as usize].newer = self.free;
+        self.nodes[at as usize].next = self.free;
         self.free = at;
         self.len -= 1;
         id
@@ -177,8 +203,8 @@ impl<T: Element> Table<T> {
         tag: i32,
         bound: u64,
         hit: impl Fn(&T) -> bool,
-    ) -> (Option<u32>, usize) {
-        let mut at = self.buckets[bucket(self.bits, source, tag)].head;
+    ) -> (Option<Loc>, usize) {
+        let (mut at, mut prev) = (self.buckets[bucket(self.bits, source, tag)].head, NIL);
         let mut depth = 0;
         while at != NIL {
             let node = &self.nodes[at as usize];
@@ -187,39 +213,48 @@ impl<T: Element> Table<T> {
             }
             depth += 1;
             if hit(&node.item) {
-                return (Some(at), depth);
+                return (Some(Loc { at, prev }), depth);
             }
-            at = node.next;
+            (prev, at) = (at, node.next);
         }
         (None, depth)
     }
 
     /// The oldest element of the whole table that `hit` accepts, and the search depth. Only an
     /// ordered table answers.
-    pub fn find_oldest(&self, hit: impl Fn(&T) -> bool) -> (Option<u32>, usize) {
+    pub fn find_oldest(&self, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
         assert!(self.ordered, "find_oldest on a table without arrival order");
         let mut at = self.oldest;
         let mut depth = 0;
         while at != NIL {
-            let node = &self.nodes[at as usize];
             depth += 1;
-            if hit(&node.item) {
-                return (Some(at), depth);
+            if hit(&self.nodes[at as usize].item) {
+                return (Some(self.locate(at)), depth);
             }
-            at = node.newer;
+            at = self.links[at as usize].newer;
         }
         (None, depth)
     }
 
-    pub fn find_id(&self, id: u64) -> Option<u32> {
+    /// The place of node `at` in its bucket.
+    fn locate(&self, at: u32) -> Loc {
+        let mut prev = NIL;
+        let mut node = self.buckets[self.bucket_of(at)].head;
+        while node != at {
+            (prev, node) = (node, self.nodes[node as usize].next);
+        }
+        Loc { at, prev }
+    }
+
+    pub fn find_id(&self, id: u64) -> Option<Loc> {
         self.buckets.iter().find_map(|b| {
-            let mut at = b.head;
+            let (mut at, mut prev) = (b.head, NIL);
             while at != NIL {
                 let node = &self.nodes[at as usize];
                 if node.id == id {
-                    return Some(at);
+                    return Some(Loc { at, prev });
                 }
-                at = node.next;
+                (prev, at) = (at, node.next);
             }
             None
         })
@@ -260,9 +295,7 @@ impl<T: Element> Table<T> {
                 NIL => self.buckets[b].head = at,
                 t => self.nodes[t as usize].next = at,
             }
-            let node = &mut self.nodes[at as usize];
-            node.prev = tail;
-            node.next = NIL;
+            self.nodes[at as usize].next = NIL;
             self.buckets[b].tail = at;
         }
     }

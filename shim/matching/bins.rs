@@ -88,15 +88,24 @@ impl Bins {
             (env.source, ANY_TAG),
             (ANY_SOURCE, ANY_TAG),
         ];
-        // Bins shared by chance are searched again: it costs depth, never a wrong match.
+        let mut searched = [self.prq.bin(env.source, env.tag), usize::MAX, usize::MAX];
         for (i, &(source, tag)) in wild.iter().enumerate() {
-            if self.wild[i] > 0 {
-                let (found, d) = self.prq.find(source, tag, bound, hit);
-                depth += d;
-                if let Some(at) = found {
-                    bound = self.prq.node(at).seq;
-                    best = found;
-                }
+            if self.wild[i] == 0 {
+                continue;
+            }
+            // A bin searched already for another shape holds nothing older that fits.
+            let bin = self.prq.bin(source, tag);
+            if searched.contains(&bin) {
+                continue;
+            }
+            if i < 2 {
+                searched[i + 1] = bin;
+            }
+            let (found, d) = self.prq.find(source, tag, bound, hit);
+            depth += d;
+            if let Some(at) = found {
+                bound = self.prq.node(at).seq;
+                best = found;
             }
         }
         (best, depth)

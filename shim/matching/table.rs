@@ -102,6 +102,12 @@ impl<T: Element> Table<T> {
         self.buckets.len()
     }
 
+    /// The bin of (source, tag) as written.
+    #[inline(always)]
+    pub fn bin(&self, source: i32, tag: i32) -> usize {
+        bucket(self.bits, source, tag)
+    }
+
     #[inline(always)]
     pub fn node(&self, at: Loc) -> &Node<T> {
         &self.nodes[at.at as usize]

@@ -1,10 +1,9 @@
 //! Hash bins keyed on (source, tag) (Flajslik et al.), and `adaptive`: the same structure kept at
 //! one bin (a list) while searches are short.
 
-use super::store::{Loc, Store};
+use super::table::{Loc, Table};
 use super::{
-    Element, EngineParams, Envelope, MsgId, Pattern, Queues, RecvId, TrafficStats, ANY_SOURCE,
-    ANY_TAG,
+    EngineParams, Envelope, MsgId, Pattern, Queues, RecvId, TrafficStats, ANY_SOURCE, ANY_TAG,
 };
 
 /// Posted receives sit in the bin of their (source, tag) as written, wildcards included, so an
@@ -12,11 +11,11 @@ use super::{
 /// while receives of that shape are queued; sequence numbers pick the earliest, and each bin is
 /// searched only up to the best candidate so far. Unexpected messages sit in the bin of their
 /// (source, tag); a wildcard receive or probe walks the arrival-ordered chain of all of them,
-/// which costs what a list costs instead of a visit to every bin.
+/// which costs what a list costs instead of a visit to every bin. The bins double whenever a
+/// side holds more elements than it has bins, so a bin holds about one element.
 pub struct Bins {
-    prq: Store<Pattern>,
-    umq: Store<Envelope>,
-    bins: usize,
+    prq: Table<Pattern>,
+    umq: Table<Envelope>,
     /// Posted receives with ANY_SOURCE only, with ANY_TAG only, and with both.
     wild: [usize; 3],
 }
@@ -30,40 +29,28 @@ fn shape(source: i32, tag: i32) -> Option<usize> {
     }
 }
 
-#[inline]
-fn bin(bins: usize, source: i32, tag: i32) -> u32 {
-    if bins == 1 {
-        return 0;
-    }
-    let key = ((source as u32 as u64) << 32) | tag as u32 as u64;
-    let mixed = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
-    ((mixed * bins as u64) >> 32) as u32
-}
-
-#[inline]
-fn place<T: Element>(bins: usize, item: &T) -> u32 {
-    bin(bins, item.source(), item.tag())
-}
-
 impl Bins {
+    /// At least `bins` bins per side; one bin is a list and stays one.
     pub fn new(bins: usize) -> Self {
-        let bins = bins.max(1);
+        let grow = bins > 1;
         Bins {
-            prq: Store::new(bins, false),
-            umq: Store::new(bins, true),
-            bins,
+            prq: Table::new(bins, grow, false),
+            umq: Table::new(bins, grow, true),
             wild: [0; 3],
         }
     }
 
-    /// Regroups both sides into `bins` bins; every bin keeps arrival order.
+    /// Regroups both sides into `bins` bins (growing unless one); every bin keeps arrival order.
     fn rebin(&mut self, bins: usize) {
-        self.bins = bins;
-        self.prq.requeue(bins, |p| place(bins, p));
-        self.umq.requeue(bins, |e| place(bins, e));
+        self.prq.resize(bins, bins > 1);
+        self.umq.resize(bins, bins > 1);
     }
 
-    #[inline]
+    fn bins(&self) -> usize {
+        self.prq.buckets()
+    }
+
+    #[inline(always)]
     fn take_unexpected(
         &mut self,
         want: &Pattern,
@@ -76,64 +63,66 @@ impl Bins {
         } else if want.source == ANY_SOURCE || want.tag == ANY_TAG {
             self.umq.find_oldest(hit)
         } else {
-            self.umq.find(place(self.bins, want), u64::MAX, hit)
+            self.umq.find(want.source, want.tag, u64::MAX, hit)
         };
         traffic.umq.record(depth);
         let at = found?;
         if !remove {
-            return Some(self.umq.entry(at).id);
+            return Some(self.umq.node(at).id);
         }
         traffic.matches += 1;
-        Some(self.umq.remove(at).id)
+        Some(self.umq.remove(at))
     }
 
     /// The earliest posted receive that fits `env`, from the bins it may be in.
-    #[inline]
+    #[inline(always)]
     fn find_posted(&self, env: &Envelope) -> (Option<Loc>, usize) {
         let hit = |p: &Pattern| p.matches(env);
-        let exact = place(self.bins, env);
+        let (mut best, mut depth) = self.prq.find(env.source, env.tag, u64::MAX, hit);
         if self.wild == [0; 3] {
-            return self.prq.find(exact, u64::MAX, hit);
+            return (best, depth);
         }
-        const NONE: u32 = u32::MAX;
-        let mut bins = [exact, NONE, NONE, NONE];
+        let mut bound = best.map_or(u64::MAX, |at| self.prq.node(at).seq);
         let wild = [
             (ANY_SOURCE, env.tag),
             (env.source, ANY_TAG),
             (ANY_SOURCE, ANY_TAG),
         ];
+        let mut searched = [self.prq.bin(env.source, env.tag), usize::MAX, usize::MAX];
         for (i, &(source, tag)) in wild.iter().enumerate() {
-            if self.wild[i] > 0 {
-                let b = bin(self.bins, source, tag);
-                if !bins.contains(&b) {
-                    bins[i + 1] = b;
-                }
+            if self.wild[i] == 0 {
+                continue;
             }
-        }
-        let (mut best, mut bound, mut depth) = (None, u64::MAX, 0);
-        for &b in bins.iter().filter(|&&b| b != NONE) {
-            let (found, d) = self.prq.find(b, bound, hit);
+            // A bin searched already for another shape holds nothing older that fits.
+            let bin = self.prq.bin(source, tag);
+            if searched.contains(&bin) {
+                continue;
+            }
+            if i < 2 {
+                searched[i + 1] = bin;
+            }
+            let (found, d) = self.prq.find(source, tag, bound, hit);
             depth += d;
             if let Some(at) = found {
-                bound = self.prq.entry(at).seq;
+                bound = self.prq.node(at).seq;
                 best = found;
             }
         }
         (best, depth)
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove_posted(&mut self, at: Loc) -> RecvId {
-        let entry = self.prq.remove(at);
-        if let Some(shape) = shape(entry.item.source, entry.item.tag) {
+        let want = self.prq.node(at).item;
+        if let Some(shape) = shape(want.source, want.tag) {
             self.wild[shape] -= 1;
         }
-        entry.id
+        self.prq.remove(at)
     }
 }
 
 impl Queues for Bins {
-    #[inline]
+    #[inline(always)]
     fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
         if let Some(msg) = self.take_unexpected(&want, true, traffic) {
             return Some(msg);
@@ -141,11 +130,11 @@ impl Queues for Bins {
         if let Some(shape) = shape(want.source, want.tag) {
             self.wild[shape] += 1;
         }
-        self.prq.push(place(self.bins, &want), want, recv);
+        self.prq.push(want, recv);
         None
     }
 
-    #[inline]
+    #[inline(always)]
     fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
         let (found, depth) = self.find_posted(&env);
         traffic.prq.record(depth);
@@ -156,7 +145,7 @@ impl Queues for Bins {
             }
             None => {
                 traffic.unexpected += 1;
-                self.umq.push(place(self.bins, &env), env, msg);
+                self.umq.push(env, msg);
                 None
             }
         }
@@ -181,7 +170,7 @@ impl Queues for Bins {
     }
 
     fn queues(&self) -> usize {
-        self.prq.queue_count() + self.umq.queue_count()
+        self.prq.buckets() + self.umq.buckets()
     }
 }
 
@@ -228,7 +217,7 @@ impl Adaptive {
     #[inline(always)]
     fn observe(&mut self, depth: u64) {
         self.searches += 1;
-        if self.bins.bins == 1 {
+        if self.bins.bins() == 1 {
             // The window's mean is past the limit as soon as its sum is: switch at once.
             self.depth += depth;
             if self.depth > self.widen_at {
@@ -241,7 +230,7 @@ impl Adaptive {
             self.longest = self.longest.max(posted.max(unexpected));
         }
         if self.searches >= self.window {
-            if self.bins.bins > 1 && self.longest <= self.narrow_at {
+            if self.bins.bins() > 1 && self.longest <= self.narrow_at {
                 self.bins.rebin(1);
             }
             self.restart();

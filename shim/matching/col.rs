@@ -1,6 +1,6 @@
 //! Queues for collective elements (paper 004 §4.1, Algorithms 1 and 2, Fig. 3).
 
-use super::store::{Loc, Store};
+use super::store::{fingerprint, Loc, Store};
 use super::{
     queue_budget, Class, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
     SearchStats, TrafficStats, ANY_SOURCE,
@@ -136,15 +136,16 @@ impl<T: Element> Side<T> {
     /// last, in the queue `source mod queues` of each. Pattern matching does not compare the
     /// collective operation, so the levels of every operation with queued elements are searched;
     /// sequence numbers pick the earliest. Point-to-point elements only live in the profiling
-    /// queue.
+    /// queue. `key` as in `Store::find`.
     #[inline]
     fn find_for(
         &self,
         source: i32,
         class: Class,
+        key: u16,
         hit: impl Fn(&T) -> bool,
     ) -> (Option<Loc>, usize) {
-        let (mut best, mut depth) = self.store.find(PQ, u64::MAX, &hit);
+        let (mut best, mut depth) = self.store.find(PQ, u64::MAX, key, &hit);
         if !class.is_collective() {
             return (best, depth);
         }
@@ -152,7 +153,7 @@ impl<T: Element> Side<T> {
         for kind in self.kinds.iter().filter(|k| k.queued > 0) {
             for level in &kind.levels {
                 let queue = level.first + source as u32 % level.queues;
-                let (found, d) = self.store.find(queue, bound, &hit);
+                let (found, d) = self.store.find(queue, bound, key, &hit);
                 depth += d;
                 if let Some(at) = found {
                     // Later levels only hold newer elements.
@@ -225,7 +226,8 @@ impl Col {
         } else if want.source == ANY_SOURCE && want.class.is_collective() {
             self.umq.store.find_oldest(hit)
         } else {
-            self.umq.find_for(want.source, want.class, hit)
+            let key = fingerprint(want.source, want.tag);
+            self.umq.find_for(want.source, want.class, key, hit)
         };
         traffic.umq.record(depth);
         self.umq.profile(want.class, depth);
@@ -250,9 +252,10 @@ impl Queues for Col {
 
     #[inline]
     fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+        let key = fingerprint(env.source, env.tag);
         let (found, depth) = self
             .prq
-            .find_for(env.source, env.class, |p| p.matches(&env));
+            .find_for(env.source, env.class, key, |p| p.matches(&env));
         traffic.prq.record(depth);
         self.prq.profile(env.class, depth);
         match found {

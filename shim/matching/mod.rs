@@ -11,6 +11,7 @@ mod list;
 mod pnp;
 mod rank;
 mod store;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -259,7 +260,7 @@ pub enum EngineKind {
     List,
     /// One queue per source rank (Open MPI-like).
     Rank,
-    /// Hash bins on (source, tag).
+    /// Hash bins on (source, tag), as many as queued elements.
     Bins,
     /// A list that turns into bins while searches are long.
     Adaptive,
@@ -322,7 +323,8 @@ impl EngineKind {
 pub struct EngineParams {
     /// Processes in the communicator (n).
     pub comm_size: usize,
-    /// Hash bins of `bins`, and of `adaptive` once it left the list (B).
+    /// Hash bins per side of `bins`, and of `adaptive` once it left the list, at first (B);
+    /// they double whenever a side holds more elements than bins.
     pub bins: usize,
     /// Queue length at which `pnp` looks for partners (θ).
     pub theta: usize,

@@ -1,6 +1,6 @@
 //! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
 
-use super::store::{Loc, Store};
+use super::store::{fingerprint, Loc, Store};
 use super::{
     queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
     TrafficStats, ANY_SOURCE,
@@ -18,12 +18,70 @@ struct Partner {
     level: u32,
 }
 
+/// Partner sources and their queues: open addressing in a power-of-two table at most half
+/// full, probed on every element, so one multiply and usually one slot. Partners are never
+/// removed, so a probe ends at the first empty slot.
+#[derive(Default)]
+struct Partners {
+    /// (source, partner); ANY_SOURCE, never a partner, marks an empty slot.
+    slots: Vec<(i32, Partner)>,
+    len: usize,
+}
+
+impl Partners {
+    #[inline(always)]
+    fn slot(&self, source: i32) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        ((source as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    #[inline(always)]
+    fn get(&self, source: i32) -> Option<Partner> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(source);
+        loop {
+            let (s, partner) = self.slots[i];
+            if s == source {
+                return Some(partner);
+            }
+            if s == ANY_SOURCE {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, source: i32, partner: Partner) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            let empty = (ANY_SOURCE, Partner { queue: 0, level: 0 });
+            let old = std::mem::replace(
+                &mut self.slots,
+                vec![empty; (4 * (self.len + 1)).next_power_of_two()],
+            );
+            self.len = 0;
+            for (s, p) in old.into_iter().filter(|&(s, _)| s != ANY_SOURCE) {
+                self.insert(s, p);
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(source);
+        while self.slots[i].0 != ANY_SOURCE {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (source, partner);
+        self.len += 1;
+    }
+}
+
 /// One side (posted receives or unexpected messages) of the structure.
 struct Side<T> {
     store: Store<T>,
     /// The non-partner queue of each level.
     levels: Vec<u32>,
-    partners: IntMap<i32, Partner>,
+    partners: Partners,
     /// Where elements of non-partners go: the base queue, later the last level's non-partner queue.
     tail: u32,
     /// Length of `tail` at which partners are looked for next.
@@ -35,7 +93,7 @@ impl<T: Element> Side<T> {
         Side {
             store: Store::new(queues, ordered),
             levels: Vec::new(),
-            partners: IntMap::default(),
+            partners: Partners::default(),
             tail: BASE,
             next_check: theta,
         }
@@ -43,31 +101,31 @@ impl<T: Element> Side<T> {
 
     #[inline]
     fn partner(&self, source: i32) -> Option<Partner> {
-        if self.partners.is_empty() {
-            None
-        } else {
-            self.partners.get(&source).copied()
-        }
+        self.partners.get(source)
     }
 
-    /// The queues that may hold elements from `source`, oldest first: the base queue, the
+    /// The queues that may hold elements from `source`, oldest first, after the base queue: the
     /// non-partner queues of the levels before `source` became a partner (of all levels for a
     /// non-partner), then its own queue. The non-partner queue made together with a partner's
     /// queue never holds that partner's elements, so the search skips it.
-    fn path(&self, source: i32) -> impl Iterator<Item = u32> + '_ {
+    #[inline]
+    fn path(&self, source: i32) -> (&[u32], Option<u32>) {
         let partner = self.partner(source);
         let levels = partner.map_or(self.levels.len(), |p| p.level as usize);
-        std::iter::once(BASE)
-            .chain(self.levels[..levels].iter().copied())
-            .chain(partner.map(|p| p.queue))
+        (&self.levels[..levels], partner.map(|p| p.queue))
     }
 
-    /// The oldest element from `source` older than `bound` that `hit` accepts, and the depth.
+    /// The oldest element from `source` that `hit` accepts, and the depth; `key` as in
+    /// `Store::find`.
     #[inline]
-    fn find_from(&self, source: i32, bound: u64, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
-        let mut depth = 0;
-        for queue in self.path(source) {
-            let (found, d) = self.store.find(queue, bound, &hit);
+    fn find_from(&self, source: i32, key: u16, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
+        let (found, mut depth) = self.store.find(BASE, u64::MAX, key, &hit);
+        if found.is_some() {
+            return (found, depth);
+        }
+        let (levels, own) = self.path(source);
+        for &queue in levels.iter().chain(own.as_ref()) {
+            let (found, d) = self.store.find(queue, u64::MAX, key, &hit);
             depth += d;
             if found.is_some() {
                 return (found, depth);
@@ -171,7 +229,8 @@ impl Pnp {
         } else if want.source == ANY_SOURCE {
             self.umq.store.find_oldest(hit)
         } else {
-            self.umq.find_from(want.source, u64::MAX, hit)
+            let key = fingerprint(want.source, want.tag);
+            self.umq.find_from(want.source, key, hit)
         };
         traffic.umq.record(depth);
         let at = found?;
@@ -197,9 +256,10 @@ impl Queues for Pnp {
     fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
         let hit = |p: &Pattern| p.matches(&env);
         // The source's path first: ANY_SOURCE receives only matter if they are older.
-        let (mut best, mut depth) = self.prq.find_from(env.source, u64::MAX, hit);
+        let key = fingerprint(env.source, env.tag);
+        let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
         let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-        let (found, d) = self.prq.store.find(WILD, bound, hit);
+        let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
         depth += d;
         if found.is_some() {
             best = found;
@@ -293,10 +353,15 @@ mod tests {
             assert_eq!(pnp.post(recv(source, tag), id as u64, &mut traffic), None);
         }
         let side = &pnp.prq;
-        let (rank0, rank2) = (side.partners[&0], side.partners[&2]);
-        assert_eq!((rank0.level, rank2.level, side.partners.len()), (0, 1, 2));
+        let (rank0, rank2) = (side.partner(0).unwrap(), side.partner(2).unwrap());
+        assert_eq!((rank0.level, rank2.level, side.partners.len), (0, 1, 2));
         let (np0, np1) = (side.levels[0], side.levels[1]);
-        let path = |source| side.path(source).collect::<Vec<_>>();
+        let path = |source| {
+            let (levels, own) = side.path(source);
+            let mut path = vec![BASE];
+            path.extend(levels.iter().chain(own.as_ref()));
+            path
+        };
         // Red arrow: a partner searches the base queue, the non-partner queues of the levels
         // before its own, then its queue.
         assert_eq!(path(0), [BASE, rank0.queue]);
@@ -334,7 +399,7 @@ mod tests {
             let source = (id % 16) as i32;
             pnp.arrive(msg(source, 0), id, &mut traffic);
         }
-        assert_eq!(pnp.umq.partners.len(), 3);
+        assert_eq!(pnp.umq.partners.len, 3);
         assert_eq!(pnp.queues(), 3 + 4);
         assert_eq!(pnp.budget, 0);
     }

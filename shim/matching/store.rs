@@ -1,13 +1,15 @@
 //! The elements of one side (posted receives or unexpected messages) of an engine.
 //!
-//! Each queue is a contiguous deque in insertion order, so searching it is a linear scan that
-//! the prefetcher follows. Sequence numbers order elements across queues. An ordered store also
+//! Each queue is contiguous in insertion order, and a search scans a parallel array of 16-bit
+//! fingerprints, eight per vector compare, so a long queue costs two bytes per element passed.
+//! Sequence numbers order elements across queues. An ordered store also
 //! keeps every element in one arrival-ordered deque, which answers searches that no queue can
 //! narrow down (wildcard receives against unexpected messages) at the cost of a list.
 //!
 //! An emptied queue keeps its buffer, so steady traffic allocates nothing; memory follows the
 //! peak queue lengths.
 
+use super::{Element, ANY_SOURCE, ANY_TAG};
 use std::collections::VecDeque;
 
 const HOLE: u32 = u32::MAX;
@@ -20,18 +22,125 @@ pub(super) struct Entry<T> {
     pub id: u64,
 }
 
-/// Where an element is: its queue and its index there.
+/// Where an element is: its queue and its index among the queue's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Loc {
     pub queue: u32,
     index: usize,
 }
 
-#[derive(Clone, Copy)]
-struct Slot<T> {
-    item: T,
-    /// The element's queue, or `HOLE` once it is gone.
-    queue: u32,
+/// A 16-bit hash of an exact (source, tag), never 0; 0 stands for any wildcard. Searches
+/// compare these, two bytes per element, and look at an element itself only where they agree.
+#[inline]
+pub(super) fn fingerprint(source: i32, tag: i32) -> u16 {
+    if source == ANY_SOURCE || tag == ANY_TAG {
+        return 0;
+    }
+    let key = ((source as u32 as u64) << 32) | tag as u32 as u64;
+    ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
+}
+
+/// The first index of `prints` that may match `key`: equal to it or a wildcard.
+#[inline]
+fn candidate(prints: &[u16], key: u16) -> Option<usize> {
+    let mut base = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86_64; every load reads 16 elements inside `prints`.
+        unsafe {
+            let (keys, zero) = (_mm_set1_epi16(key as i16), _mm_setzero_si128());
+            let lanes = |at: *const u16| {
+                let v = _mm_loadu_si128(at as *const __m128i);
+                _mm_or_si128(_mm_cmpeq_epi16(v, keys), _mm_cmpeq_epi16(v, zero))
+            };
+            while base + 16 <= prints.len() {
+                let at = prints.as_ptr().add(base);
+                let (low, high) = (lanes(at), lanes(at.add(8)));
+                let mask = _mm_movemask_epi8(_mm_packs_epi16(low, high));
+                if mask != 0 {
+                    return Some(base + mask.trailing_zeros() as usize);
+                }
+                base += 16;
+            }
+        }
+    }
+    let rest = prints[base..].iter().position(|&p| p == key || p == 0);
+    rest.map(|i| base + i)
+}
+
+/// One queue, oldest first, as two arrays from `head` on: fingerprints, scanned, and entries.
+/// Taking the front only moves `head`; the dead front is dropped once it outgrows the rest.
+struct Queue<T> {
+    prints: Vec<u16>,
+    entries: Vec<Entry<T>>,
+    head: usize,
+}
+
+impl<T: Copy> Queue<T> {
+    fn new() -> Self {
+        Queue {
+            prints: Vec::new(),
+            entries: Vec::new(),
+            head: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.entries.len() - self.head
+    }
+
+    #[inline(always)]
+    fn entries(&self) -> &[Entry<T>] {
+        &self.entries[self.head..]
+    }
+
+    #[inline(always)]
+    fn entries_mut(&mut self) -> &mut [Entry<T>] {
+        &mut self.entries[self.head..]
+    }
+
+    #[inline(always)]
+    fn prints(&self) -> &[u16] {
+        &self.prints[self.head..]
+    }
+
+    #[inline(always)]
+    fn push(&mut self, print: u16, entry: Entry<T>) {
+        self.prints.push(print);
+        self.entries.push(entry);
+    }
+
+    /// Removes element `index`, moving the shorter side of the queue.
+    #[inline(always)]
+    fn remove(&mut self, index: usize) -> Entry<T> {
+        let at = self.head + index;
+        let entry = self.entries[at];
+        if index == 0 {
+            self.head += 1;
+        } else if index + 1 == self.len() {
+            self.prints.pop();
+            self.entries.pop();
+        } else if index < self.len() / 2 {
+            self.prints.copy_within(self.head..at, self.head + 1);
+            self.entries.copy_within(self.head..at, self.head + 1);
+            self.head += 1;
+        } else {
+            self.prints.remove(at);
+            self.entries.remove(at);
+        }
+        if self.head == self.entries.len() {
+            self.prints.clear();
+            self.entries.clear();
+            self.head = 0;
+        } else if self.head > 32 && 2 * self.head > self.entries.len() {
+            self.prints.drain(..self.head);
+            self.entries.drain(..self.head);
+            self.head = 0;
+        }
+        entry
+    }
 }
 
 /// Every element in arrival order: element `first + i` is at `i`. Removed elements leave holes,
@@ -43,17 +152,24 @@ struct Order<T> {
     holes: usize,
 }
 
+#[derive(Clone, Copy)]
+struct Slot<T> {
+    item: T,
+    /// The element's queue, or `HOLE` once it is gone.
+    queue: u32,
+}
+
 pub(super) struct Store<T> {
-    queues: Vec<VecDeque<Entry<T>>>,
+    queues: Vec<Queue<T>>,
     len: usize,
     next_seq: u64,
     order: Option<Order<T>>,
 }
 
-impl<T: Copy> Store<T> {
+impl<T: Element> Store<T> {
     pub fn new(queues: usize, ordered: bool) -> Self {
         Store {
-            queues: (0..queues).map(|_| VecDeque::new()).collect(),
+            queues: (0..queues).map(|_| Queue::new()).collect(),
             len: 0,
             next_seq: 0,
             order: ordered.then(|| Order {
@@ -80,38 +196,31 @@ impl<T: Copy> Store<T> {
     pub fn add_queues(&mut self, count: usize) -> u32 {
         let first = self.queues.len() as u32;
         self.queues
-            .resize_with(self.queues.len() + count, VecDeque::new);
+            .resize_with(self.queues.len() + count, Queue::new);
         first
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn entry(&self, at: Loc) -> &Entry<T> {
-        &self.queues[at.queue as usize][at.index]
+        &self.queues[at.queue as usize].entries()[at.index]
     }
 
     /// Appends to `queue`; the element is the newest of the store.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, queue: u32, item: T, id: u64) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queues[queue as usize].push_back(Entry { item, seq, id });
+        let print = fingerprint(item.source(), item.tag());
+        self.queues[queue as usize].push(print, Entry { item, seq, id });
         self.len += 1;
         if let Some(order) = &mut self.order {
             order.slots.push_back(Slot { item, queue });
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, at: Loc) -> Entry<T> {
-        let queue = &mut self.queues[at.queue as usize];
-        let entry = if at.index == 0 {
-            queue.pop_front()
-        } else if at.index + 1 == queue.len() {
-            queue.pop_back()
-        } else {
-            queue.remove(at.index)
-        }
-        .expect("element located in its queue");
+        let entry = self.queues[at.queue as usize].remove(at.index);
         self.len -= 1;
         if self.order.is_some() {
             self.forget(entry.seq);
@@ -137,25 +246,40 @@ impl<T: Copy> Store<T> {
     }
 
     /// The oldest element of `queue` older than `bound` that `hit` accepts, and how many
-    /// elements were inspected.
-    #[inline]
-    pub fn find(&self, queue: u32, bound: u64, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
-        let entries = &self.queues[queue as usize];
-        if bound == u64::MAX {
-            return match entries.iter().position(|e| hit(&e.item)) {
-                Some(index) => (Some(Loc { queue, index }), index + 1),
-                None => (None, entries.len()),
-            };
-        }
-        for (index, entry) in entries.iter().enumerate() {
-            if entry.seq >= bound {
-                return (None, index);
+    /// elements were inspected. `key` is the fingerprint of what is searched for: elements with
+    /// another one are skipped unseen (0 looks at every element).
+    #[inline(always)]
+    pub fn find(
+        &self,
+        queue: u32,
+        bound: u64,
+        key: u16,
+        hit: impl Fn(&T) -> bool,
+    ) -> (Option<Loc>, usize) {
+        let q = &self.queues[queue as usize];
+        let entries = q.entries();
+        let end = if bound == u64::MAX {
+            entries.len()
+        } else {
+            entries.partition_point(|e| e.seq < bound)
+        };
+        let found = if key == 0 {
+            entries[..end].iter().position(|e| hit(&e.item))
+        } else {
+            let prints = &q.prints()[..end];
+            let mut from = 0;
+            loop {
+                match candidate(&prints[from..], key) {
+                    Some(i) if hit(&entries[from + i].item) => break Some(from + i),
+                    Some(i) => from += i + 1,
+                    None => break None,
+                }
             }
-            if hit(&entry.item) {
-                return (Some(Loc { queue, index }), index + 1);
-            }
+        };
+        match found {
+            Some(index) => (Some(Loc { queue, index }), index + 1),
+            None => (None, end),
         }
-        (None, entries.len())
     }
 
     /// The oldest element of the whole store that `hit` accepts, and the search depth. Only an
@@ -172,8 +296,8 @@ impl<T: Copy> Store<T> {
             depth += 1;
             if hit(&slot.item) {
                 let seq = order.first + i as u64;
-                let queue = &self.queues[slot.queue as usize];
-                let index = queue
+                let index = self.queues[slot.queue as usize]
+                    .entries()
                     .binary_search_by_key(&seq, |e| e.seq)
                     .expect("ordered element in its queue");
                 let at = Loc {
@@ -187,8 +311,8 @@ impl<T: Copy> Store<T> {
     }
 
     pub fn find_id(&self, id: u64) -> Option<Loc> {
-        self.queues.iter().enumerate().find_map(|(queue, entries)| {
-            let index = entries.iter().position(|e| e.id == id)?;
+        self.queues.iter().enumerate().find_map(|(queue, q)| {
+            let index = q.entries().iter().position(|e| e.id == id)?;
             Some(Loc {
                 queue: queue as u32,
                 index,
@@ -198,37 +322,24 @@ impl<T: Copy> Store<T> {
 
     /// The elements of `queue`, oldest first.
     pub fn items(&self, queue: u32) -> impl Iterator<Item = &T> + '_ {
-        self.queues[queue as usize].iter().map(|e| &e.item)
-    }
-
-    /// Spreads every element over `queues` new queues at `place(element)`, keeping the order.
-    pub fn requeue(&mut self, queues: usize, place: impl Fn(&T) -> u32) {
-        let mut all: Vec<Entry<T>> = self.queues.iter_mut().flat_map(|q| q.drain(..)).collect();
-        all.sort_unstable_by_key(|e| e.seq);
-        self.queues.truncate(queues);
-        self.queues.resize_with(queues, VecDeque::new);
-        for entry in all {
-            self.queues[place(&entry.item) as usize].push_back(entry);
-        }
-        if let Some(order) = &mut self.order {
-            for slot in order.slots.iter_mut().filter(|s| s.queue != HOLE) {
-                slot.queue = place(&slot.item);
-            }
-        }
+        self.queues[queue as usize]
+            .entries()
+            .iter()
+            .map(|e| &e.item)
     }
 }
 
 impl<T: Copy> Order<T> {
     /// Drops the holes and renumbers the elements from `first`, in the queues too (each queue
     /// meets its elements in the same order as the deque). Returns the next free number.
-    fn squeeze(&mut self, queues: &mut [VecDeque<Entry<T>>]) -> u64 {
+    fn squeeze(&mut self, queues: &mut [Queue<T>]) -> u64 {
         self.slots.retain(|slot| slot.queue != HOLE);
         self.holes = 0;
         let mut next = vec![0; queues.len()];
         let mut seq = self.first;
         for slot in &self.slots {
             let queue = slot.queue as usize;
-            queues[queue][next[queue]].seq = seq;
+            queues[queue].entries_mut()[next[queue]].seq = seq;
             next[queue] += 1;
             seq += 1;
         }
@@ -239,16 +350,26 @@ impl<T: Copy> Order<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matching::{Class, Envelope, Pattern};
+
+    fn msg(tag: u32) -> Envelope {
+        Envelope {
+            source: 0,
+            tag: tag as i32,
+            class: Class::PointToPoint,
+        }
+    }
 
     #[test]
     fn holes_behind_an_old_element_are_squeezed_out_and_order_kept() {
-        let mut store: Store<u32> = Store::new(3, true);
+        let mut store: Store<Envelope> = Store::new(3, true);
         for i in 0..300u32 {
-            store.push(i % 3, i, i as u64);
+            store.push(i % 3, msg(i), i as u64);
         }
         // Element 0 stays; most of the others go, from every queue.
         for i in (1..300u32).filter(|i| i % 5 != 0) {
-            let (at, _) = store.find(i % 3, u64::MAX, |&item| item == i);
+            let key = fingerprint(0, i as i32);
+            let (at, _) = store.find(i % 3, u64::MAX, key, |&item| item == msg(i));
             assert_eq!(store.remove(at.unwrap()).id, i as u64);
         }
         let order = store.order.as_ref().unwrap();
@@ -261,20 +382,59 @@ mod tests {
         for want in (0..300u32).filter(|i| i % 5 == 0) {
             let (at, depth) = store.find_oldest(|_| true);
             let at = at.unwrap();
-            assert_eq!((store.entry(at).item, depth), (want, 1));
+            assert_eq!((store.entry(at).item, depth), (msg(want), 1));
             store.remove(at);
             for queue in 0..3 {
-                let seqs: Vec<u64> = store.queues[queue].iter().map(|e| e.seq).collect();
+                let seqs: Vec<u64> = store.queues[queue]
+                    .entries()
+                    .iter()
+                    .map(|e| e.seq)
+                    .collect();
                 assert!(seqs.windows(2).all(|w| w[0] < w[1]));
             }
         }
-        store.push(1, 7, 7);
+        store.push(1, msg(7), 7);
         assert_eq!(
             store
-                .find_oldest(|&item| item == 7)
+                .find_oldest(|&item| item == msg(7))
                 .0
                 .map(|at| store.entry(at).id),
             Some(7)
         );
+    }
+
+    #[test]
+    fn fingerprint_scan_finds_wildcards_and_counts_inspected_elements() {
+        let want = |source, tag| Pattern {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        };
+        let mut store: Store<Pattern> = Store::new(1, false);
+        for tag in 0..40 {
+            store.push(0, want(1, tag), tag as u64);
+        }
+        store.push(0, want(1, ANY_TAG), 40);
+        store.push(0, want(1, 5), 41);
+        let find = |store: &Store<Pattern>, tag, bound| {
+            let env = Envelope {
+                source: 1,
+                ..msg(tag)
+            };
+            let key = fingerprint(1, tag as i32);
+            let (at, depth) = store.find(0, bound, key, |p| p.matches(&env));
+            (at.map(|at| store.entry(at).id), depth)
+        };
+        assert_eq!(find(&store, 37, u64::MAX), (Some(37), 38));
+        assert_eq!(find(&store, 77, u64::MAX), (Some(40), 41));
+        assert_eq!(find(&store, 77, 40), (None, 40));
+        // Taken from the front, the middle and the back, the rest keeps its order.
+        for id in [0, 1, 20, 41, 2] {
+            let at = store.find_id(id).unwrap();
+            assert_eq!(store.remove(at).id, id);
+        }
+        assert_eq!(find(&store, 5, u64::MAX), (Some(5), 3));
+        assert_eq!(find(&store, 21, u64::MAX), (Some(21), 18));
+        assert_eq!(store.len(), 37);
     }
 }

@@ -410,13 +410,14 @@ fn adaptive_turns_to_bins_on_long_searches_and_back_when_queues_stay_short() {
         engine.post(p2p(1, tag), tag as u64);
     }
     assert_eq!(engine.stats().queues, 2);
-    // The last receive first: one search of depth 40 passes 4 per search over 8 searches.
+    // The last receive first: one search of depth 40 passes 4 per search over 8 searches. The
+    // bins, at least 16 per side, grow to cover the 40 queued receives: 64 + 16.
     assert_eq!(engine.arrive(env(1, 39), 100), Some(39));
-    assert_eq!(engine.stats().queues, 32);
+    assert_eq!(engine.stats().queues, 80);
     for tag in (0..39).rev() {
         assert_eq!(engine.arrive(env(1, tag), 101), Some(tag as u64));
     }
-    assert_eq!(engine.stats().queues, 32);
+    assert_eq!(engine.stats().queues, 80);
     for _ in 0..16 {
         assert_eq!(engine.probe(p2p(1, 0), false), None);
     }

@@ -196,12 +196,13 @@ impl<T: Element> Side<T> {
     }
 }
 
-/// Posted receives and unexpected messages each in collective queues. Dedicated queues of both
-/// sides together stay within `k_c·√n`.
+/// Posted receives and unexpected messages each in collective queues. Dedicated queues stay
+/// within `k_c·√n` on each side, as paper 004 counts them (its Fig. 9 and 10).
 pub struct Col {
     prq: Side<Pattern>,
     umq: Side<Envelope>,
-    budget: usize,
+    prq_budget: usize,
+    umq_budget: usize,
 }
 
 impl Col {
@@ -209,7 +210,8 @@ impl Col {
         Col {
             prq: Side::new(false),
             umq: Side::new(true),
-            budget: queue_budget(params.k_c, params.comm_size),
+            prq_budget: queue_budget(params.k_c, params.comm_size),
+            umq_budget: queue_budget(params.k_c, params.comm_size),
         }
     }
 
@@ -246,7 +248,7 @@ impl Queues for Col {
         if let Some(msg) = self.take_unexpected(&want, true, traffic) {
             return Some(msg);
         }
-        self.prq.insert(want, recv, &mut self.budget);
+        self.prq.insert(want, recv, &mut self.prq_budget);
         None
     }
 
@@ -265,7 +267,7 @@ impl Queues for Col {
             }
             None => {
                 traffic.unexpected += 1;
-                self.umq.insert(env, msg, &mut self.budget);
+                self.umq.insert(env, msg, &mut self.umq_budget);
                 None
             }
         }
@@ -366,7 +368,7 @@ mod tests {
         assert_eq!((level2.first, level2.queues), (5, 8));
         assert_eq!(col.prq.store.queue_len(level2.first + 5), 1);
         assert_eq!(col.queues(), 2 + 4 + 8);
-        assert_eq!(col.budget, 32 - 12);
+        assert_eq!(col.prq_budget, 32 - 12);
 
         // A new key is profiled in the profiling queue again.
         let newest = Pattern {

@@ -328,9 +328,9 @@ pub struct EngineParams {
     pub bins: usize,
     /// Queue length at which `pnp` looks for partners (θ).
     pub theta: usize,
-    /// The collective part may allocate `k_c·√n` dedicated queues.
+    /// The collective part may allocate `k_c·√n` dedicated queues per side.
     pub k_c: usize,
-    /// The point-to-point part may allocate `k_p·√n` dedicated queues.
+    /// The point-to-point part may allocate `k_p·√n` dedicated queues per side.
     pub k_p: usize,
     /// `adaptive` leaves the list when searches inspect more elements than this on average over
     /// a window, and returns when the queues stay within half of it for a window.
@@ -354,9 +354,10 @@ impl Default for EngineParams {
     }
 }
 
-/// ⌊k·√n⌋: how many dedicated queues one part of an engine may allocate. The collective part
-/// (`col`) gets `k_c`, the point-to-point part (`pnp`) `k_p`, so an engine stays within
-/// `(k_c + k_p)·√n` besides its few fixed queues (base, profiling and wildcard queues).
+/// ⌊k·√n⌋: how many dedicated queues one part of an engine may allocate on one side (posted
+/// receives, unexpected messages), the way paper 004 counts PRQs and UMQs. The collective part
+/// (`col`) gets `k_c`, the point-to-point part (`pnp`) `k_p`, so each side of an engine stays
+/// within `(k_c + k_p)·√n` besides its few fixed queues (base, profiling and wildcard queues).
 ///
 /// Dedicated queues are not released when they run empty: the traffic that made them recurs in
 /// iterative codes, rebuilding them would repeat the profiling or partner search, and the cap

@@ -194,12 +194,14 @@ struct Shape {
 }
 
 /// Posted receives and unexpected messages each in partner/non-partner queues. Dedicated queues
-/// (partner and non-partner queues of the levels) of both sides together stay within `k_p·√n`.
+/// (partner and non-partner queues of the levels) stay within `k_p·√n` on each side, as paper
+/// 004 counts them (its Fig. 9 and 10 give PRQs and UMQs apart).
 pub struct Pnp {
     prq: Side<Pattern>,
     umq: Side<Envelope>,
     shape: Shape,
-    budget: usize,
+    prq_budget: usize,
+    umq_budget: usize,
 }
 
 impl Pnp {
@@ -212,7 +214,8 @@ impl Pnp {
                 theta,
                 comm_size: params.comm_size.max(1),
             },
-            budget: queue_budget(params.k_p, params.comm_size),
+            prq_budget: queue_budget(params.k_p, params.comm_size),
+            umq_budget: queue_budget(params.k_p, params.comm_size),
         }
     }
 
@@ -248,7 +251,8 @@ impl Queues for Pnp {
         if let Some(msg) = self.take_unexpected(&want, true, traffic) {
             return Some(msg);
         }
-        self.prq.insert(want, recv, &self.shape, &mut self.budget);
+        self.prq
+            .insert(want, recv, &self.shape, &mut self.prq_budget);
         None
     }
 
@@ -272,7 +276,7 @@ impl Queues for Pnp {
             }
             None => {
                 traffic.unexpected += 1;
-                self.umq.insert(env, msg, &self.shape, &mut self.budget);
+                self.umq.insert(env, msg, &self.shape, &mut self.umq_budget);
                 None
             }
         }
@@ -401,6 +405,6 @@ mod tests {
         }
         assert_eq!(pnp.umq.partners.len, 3);
         assert_eq!(pnp.queues(), 3 + 4);
-        assert_eq!(pnp.budget, 0);
+        assert_eq!(pnp.umq_budget, 0);
     }
 }

@@ -379,7 +379,8 @@ fn unified_engines_stay_within_k_sqrt_n_queues_while_rank_grows_with_n() {
             k_p: 2,
             ..EngineParams::default()
         };
-        let cap = queue_budget(params.k_c, n) + queue_budget(params.k_p, n);
+        // Per side (posted, unexpected).
+        let cap = 2 * (queue_budget(params.k_c, n) + queue_budget(params.k_p, n));
         for class in [Class::PointToPoint, coll] {
             let queues = gather(EngineKind::ColPnp, &params, class, 4, 3);
             // Two base queues, a wildcard list and two profiling queues are not dedicated.

@@ -312,7 +312,8 @@ fn memory() {
 }
 
 /// Queues allocated at the root of two gathers of 4 messages per rank, point-to-point and
-/// collective: the unified engines stay within k·√n (k = k_c + k_p = 16), `rank` has 2n + 1.
+/// collective, all posted first: the unified engines stay within k·√n on the posted side
+/// (k = k_c + k_p = 16), `rank` has 2n + 1.
 fn queues() {
     let kinds = [
         EngineKind::Rank,

@@ -13,6 +13,7 @@ const struct ms_abi ms_abi = {
     .uint64 = MPI_UINT64_T,
     .op_sum = MPI_SUM,
     .op_max = MPI_MAX,
+    .errors_return = MPI_ERRORS_RETURN,
     .status_ignore = MPI_STATUS_IGNORE,
     .statuses_ignore = MPI_STATUSES_IGNORE,
     .in_place = MPI_IN_PLACE,

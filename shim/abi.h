@@ -8,6 +8,7 @@ struct ms_abi {
     MPI_Message message_null, message_no_proc;
     MPI_Datatype byte, packed, datatype_null, uint64;
     MPI_Op op_sum, op_max;
+    MPI_Errhandler errors_return;
     MPI_Status *status_ignore, *statuses_ignore;
     void *in_place;
     MPI_Comm_copy_attr_function *comm_null_copy_fn;

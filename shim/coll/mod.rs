@@ -1,9 +1,11 @@
 //! Collectives run by the shim on its own point-to-point.
 //!
-//! Each intra-communicator gets a private duplicate (`PMPI_Comm_dup` at `MPI_Init` for
-//! `MPI_COMM_WORLD` and `MPI_COMM_SELF`, `PMPI_Comm_idup` inside the first collective call on
-//! any other: every rank makes its collective calls in the same order, and the nonblocking form
-//! lets the shim keep matching while the duplicate is made). All traffic there is collective.
+//! Each intra-communicator gets a private duplicate (at `MPI_Init` for `MPI_COMM_WORLD` and
+//! `MPI_COMM_SELF`, inside the call that creates any other, and with `PMPI_Comm_idup` in the
+//! first collective on one the shim did not see created: every rank makes its collective calls
+//! in the same order, and the nonblocking form lets the shim keep matching while the duplicate
+//! is made). All traffic there is collective. With `MATCHSHIM_COLL=native` it carries the
+//! blocking collectives MPI runs.
 //! It is drained into the same engine as the user communicator's point-to-point traffic, as
 //! `Class::Collective { kind, size_class }`, so one engine sees both (the unified engine of the
 //! COL+PNP design); user receives never see it, since a point-to-point pattern never matches a
@@ -222,6 +224,9 @@ impl CollComm {
     }
 
     fn install(&self, comm: &Comm, dup: MPI_Comm) {
+        // Errors surface on the user's communicator, through its handler.
+        // SAFETY: plain call on the new duplicate.
+        unsafe { PMPI_Comm_set_errhandler(dup, abi().errors_return) };
         let _ = self.dup.set(dup);
         comm.queues.lock().collective = dup;
     }
@@ -474,13 +479,26 @@ impl Runtime {
         if handle.key() == abi().comm_null.key() {
             return abi().success;
         }
-        match self.coll_comm(handle) {
-            Err(err) => err,
-            Ok(None) => abi().success,
-            Ok(Some(comm)) => match comm.coll.create_now(&comm) {
-                err if err == abi().success => err,
-                err => pmpi::raise(handle, err),
-            },
+        let comm = match self.comm(handle) {
+            Ok(comm) => comm,
+            Err(err) => return err,
+        };
+        if comm.inter {
+            return abi().success;
+        }
+        match comm.coll.create_now(&comm) {
+            err if err == abi().success => err,
+            err => pmpi::raise(handle, err),
+        }
+    }
+
+    /// Where a blocking collective that MPI runs goes, as its nonblocking form: the private
+    /// duplicate when there is one, so it never meets the program's nonblocking collectives,
+    /// which MPI matches apart from blocking ones.
+    pub fn blocking_native_comm(&self, handle: MPI_Comm) -> MPI_Comm {
+        match self.comm(handle) {
+            Ok(comm) => comm.coll.dup.get().copied().unwrap_or(handle),
+            Err(_) => handle,
         }
     }
 

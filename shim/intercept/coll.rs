@@ -3,7 +3,8 @@
 //! blocking ones always as their nonblocking forms waited for with the shim's progress (see
 //! `nonblocking_then_wait`): a receive waiting for the shim may be what a peer needs before it
 //! can join, and MPI never matches a blocking collective with a nonblocking one, so the choice
-//! cannot depend on this rank's state.
+//! cannot depend on this rank's state. Those run on the communicator's private duplicate where
+//! it has one, so that, as in MPI, they never meet the program's nonblocking collectives.
 
 use super::{intercept, nonblocking_then_wait};
 use crate::coll::{self, Kind};
@@ -19,7 +20,16 @@ macro_rules! collective {
             match rt.coll_comm($comm) {
                 Err(err) => err,
                 Ok(Some(state)) => rt.collective(&state, Kind::$kind, std::ptr::null_mut(), |$b| $build),
-                Ok(None) => nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r)),
+                Ok(None) => {
+                    let user_comm = $comm;
+                    let $comm = rt.blocking_native_comm($comm);
+                    let err = nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r));
+                    if err != abi().success && $comm.key() != user_comm.key() {
+                        crate::runtime::pmpi::raise(user_comm, err)
+                    } else {
+                        err
+                    }
+                }
             }
         });
 

@@ -164,12 +164,10 @@ pub fn install(config: Config, thread_level: c_int) {
         config,
     });
     let rt = RUNTIME.get().expect("just installed");
-    if rt.config.coll == config::CollMode::Shim {
-        // No traffic yet: the duplicates of the predefined communicators are made at once.
-        for handle in [abi().comm_world, abi().comm_self] {
-            if let Ok(comm) = rt.comm(handle) {
-                comm.coll.create_now(&comm);
-            }
+    // No traffic yet: the duplicates of the predefined communicators are made at once.
+    for handle in [abi().comm_world, abi().comm_self] {
+        if let Ok(comm) = rt.comm(handle) {
+            comm.coll.create_now(&comm);
         }
     }
 }

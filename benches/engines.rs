@@ -251,11 +251,18 @@ fn params(comm_size: usize) -> EngineParams {
 
 /// Posts every receive, then lets every message arrive: `len` matches.
 fn run(engine: &mut dyn MatchEngine, work: &Workload, burst: bool) {
+    thread_local! {
+        static MATCHED: std::cell::RefCell<Vec<Option<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     for (id, &want) in work.posts.iter().enumerate() {
         black_box(engine.post(want, id as u64));
     }
     if burst {
-        black_box(engine.arrive_burst(&work.arrivals));
+        MATCHED.with_borrow_mut(|matched| {
+            matched.clear();
+            engine.arrive_burst(&work.arrivals, matched);
+            black_box(&matched);
+        });
     } else {
         for &(env, msg) in &work.arrivals {
             black_box(engine.arrive(env, msg));

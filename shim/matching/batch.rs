@@ -395,16 +395,14 @@ impl MatchEngine for BatchEngine {
         }
     }
 
-    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)]) -> Vec<Option<RecvId>> {
-        let mut out = Vec::with_capacity(msgs.len());
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
         for group in msgs.chunks(64) {
             match *group {
                 // One message is one row of the matrix.
-                [(env, msg)] => out.push(self.arrive(env, msg)),
-                _ => self.reduce(group, &mut out),
+                [(env, msg)] => matched.push(self.arrive(env, msg)),
+                _ => self.reduce(group, matched),
             }
         }
-        out
     }
 
     fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {

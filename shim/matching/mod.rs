@@ -238,11 +238,10 @@ pub trait MatchEngine: Send {
     /// A message arrived: remove and return the earliest matching posted receive, or queue the
     /// message as unexpected.
     fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId>;
-    /// Messages arrived together, in this order: the same as `arrive` on each in turn.
-    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)]) -> Vec<Option<RecvId>> {
-        msgs.iter()
-            .map(|&(env, msg)| self.arrive(env, msg))
-            .collect()
+    /// Messages arrived together, in this order: the same as `arrive` on each in turn, the
+    /// results appended to `matched` (a buffer the caller keeps, so a burst allocates nothing).
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
+        matched.extend(msgs.iter().map(|&(env, msg)| self.arrive(env, msg)));
     }
     /// Probe: the earliest matching unexpected message; `remove` takes it out (matched probe).
     fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId>;

@@ -310,7 +310,9 @@ proptest! {
         let msgs: Vec<(Envelope, MsgId)> =
             burst.iter().enumerate().map(|(i, &env)| (env, 1000 + i as u64)).collect();
         let one_by_one: Vec<Option<RecvId>> = msgs.iter().map(|&(e, m)| list.arrive(e, m)).collect();
-        prop_assert_eq!(batch.arrive_burst(&msgs), one_by_one);
+        let mut matched = Vec::new();
+        batch.arrive_burst(&msgs, &mut matched);
+        prop_assert_eq!(matched, one_by_one);
         prop_assert_eq!(batch.queued(), list.queued());
         prop_assert_eq!(batch.stats().point_to_point.matches, list.stats().point_to_point.matches);
         // Both hold the same queues in the same order.

@@ -250,6 +250,13 @@ pub fn execute(spec: &Spec) -> Result<Outcome, String> {
     }
     if exit_code != 0 {
         let mut message = format!("{} exited with code {exit_code}", spec.mpi.launcher());
+        // A launcher may fail a job whose ranks skipped MPI_Finalize, or may not: say why
+        // either way.
+        if spec.shim.is_some() {
+            if let Err(missing) = load_reports(&dir, spec.ranks) {
+                message.push_str(&format!("; {missing}"));
+            }
+        }
         if spec.quiet {
             message.push_str(&format!("; {}", tail(&dir.join(OUTPUT))));
         }

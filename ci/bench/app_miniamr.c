@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -37,18 +39,6 @@
 static int rank, nranks, dims[3], nbr[6]; /* nbr[d]: -x, +x, -y, +y, -z, +z; -1 if none */
 static int *blocks;                       /* every rank's block count, the same everywhere */
 static uint64_t *cells;
-
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void fail(int step, const char *what) {
     fprintf(stderr, "app_miniamr: rank %d step %d: %s\n", rank, step, what);
@@ -144,7 +134,13 @@ static void refine(int step, uint64_t *out, uint64_t *in) {
 }
 
 /* Runs steps from the initial cells; returns the seconds per step and sets *checksum. */
-static double run(int steps, int every, uint64_t *checksum) {
+struct params {
+    int steps, every;
+};
+
+static double run(void *arg, uint64_t *checksum) {
+    const struct params *p = arg;
+    int steps = p->steps, every = p->every;
     uint64_t(*sbuf)[MAXMSG][MAXWORDS] = malloc(sizeof(uint64_t) * 6 * MAXMSG * MAXWORDS);
     uint64_t(*rbuf)[MAXMSG][MAXWORDS] = malloc(sizeof(uint64_t) * 6 * MAXMSG * MAXWORDS);
     MPI_Request reqs[2 * 6 * MAXMSG];
@@ -208,19 +204,9 @@ int main(int argc, char **argv) {
     cells = malloc(sizeof(uint64_t) * 4 * BLOCK);
 
     double *t = malloc(sizeof(double) * reps);
-    uint64_t first = 0, sum;
-    for (int r = -1; r < reps; r++) {
-        double mine = run(steps, every, &sum), max;
-        if (r < 0)
-            first = sum;
-        else if (sum != first)
-            fail(steps, "a repetition gave another checksum");
-        MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (r >= 0)
-            t[r] = max;
-    }
+    struct params params = {steps, every};
+    uint64_t first = timed_reps("app_miniamr", reps, run, &params, t);
     if (rank == 0) {
-        qsort(t, reps, sizeof(double), cmp_double);
         printf("RESULT name=app_miniamr ranks=%d dims=%dx%dx%d iters=%d usec=%.3f min=%.3f reps=%d "
                "checksum=%016" PRIx64 "\n",
                nranks, dims[0], dims[1], dims[2], steps, t[reps / 2] * 1e6, t[0] * 1e6, reps,

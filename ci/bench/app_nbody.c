@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -33,19 +35,7 @@ enum { X, Y, Z, MASS, ID, FIELDS }; /* a body on the wire */
 
 static int rank, nranks, nb = 64, chunks = 8;
 
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static double unit(uint64_t seed) { return (double)(mix(seed) >> 11) / 9007199254740992.0; }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Bodies [first, first + len) of a block make chunk c. */
 static void chunk_of(int c, int *first, int *len) {
@@ -72,7 +62,13 @@ static double energy(const double *all, const double *vel) {
 }
 
 /* Runs steps from the initial bodies; returns the seconds per step and sets *checksum. */
-static double run(int steps, int every, uint64_t *checksum) {
+struct params {
+    int steps, every;
+};
+
+static double run(void *arg, uint64_t *checksum) {
+    const struct params *p = arg;
+    int steps = p->steps, every = p->every;
     int nreq = (nranks - 1) * chunks;
     /* Every rank's block, this rank's at its own place. */
     double *all = malloc(sizeof(double) * FIELDS * nb * nranks);
@@ -187,21 +183,9 @@ int main(int argc, char **argv) {
     }
 
     double *t = malloc(sizeof(double) * reps);
-    uint64_t first = 0, sum;
-    for (int r = -1; r < reps; r++) {
-        double mine = run(steps, every, &sum), max;
-        if (r < 0)
-            first = sum;
-        else if (sum != first) {
-            fprintf(stderr, "app_nbody: rank %d: a repetition gave another checksum\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (r >= 0)
-            t[r] = max;
-    }
+    struct params params = {steps, every};
+    uint64_t first = timed_reps("app_nbody", reps, run, &params, t);
     if (rank == 0) {
-        qsort(t, reps, sizeof(double), cmp_double);
         printf("RESULT name=app_nbody ranks=%d bodies=%d chunks=%d iters=%d usec=%.3f min=%.3f "
                "reps=%d checksum=%016" PRIx64 "\n",
                nranks, nb, chunks, steps, t[reps / 2] * 1e6, t[0] * 1e6, reps, first);

@@ -20,19 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 static int rank, nranks;
-
-static uint64_t mix(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void fail(const char *what) {
     fprintf(stderr, "app_radix: rank %d: %s\n", rank, what);
@@ -43,7 +33,15 @@ static int byte_of(uint32_t key, int pass) { return (key >> (8 * (pass % 4))) & 
 static int owner(uint32_t key, int pass) { return byte_of(key, pass) * nranks / 256; }
 
 /* Runs iters passes from the initial keys; returns the seconds per pass and sets *checksum. */
-static double run(int n, int iters, uint32_t *keys, uint32_t *tmp, int cap, uint64_t *checksum) {
+struct params {
+    int n, iters, cap;
+    uint32_t *keys, *tmp;
+};
+
+static double run(void *arg, uint64_t *checksum) {
+    const struct params *p = arg;
+    int n = p->n, iters = p->iters, cap = p->cap;
+    uint32_t *keys = p->keys, *tmp = p->tmp;
     int *scounts = malloc(sizeof(int) * nranks), *rcounts = malloc(sizeof(int) * nranks);
     int *sdispls = malloc(sizeof(int) * nranks), *rdispls = malloc(sizeof(int) * nranks);
     int len = n, hist[257];
@@ -141,19 +139,9 @@ int main(int argc, char **argv) {
     int cap = n * nranks;
     uint32_t *keys = malloc(sizeof(uint32_t) * cap), *tmp = malloc(sizeof(uint32_t) * cap);
     double *t = malloc(sizeof(double) * reps);
-    uint64_t first = 0, sum;
-    for (int r = -1; r < reps; r++) {
-        double mine = run(n, iters, keys, tmp, cap, &sum), max;
-        if (r < 0)
-            first = sum;
-        else if (sum != first)
-            fail("a repetition gave another checksum");
-        MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (r >= 0)
-            t[r] = max;
-    }
+    struct params params = {n, iters, cap, keys, tmp};
+    uint64_t first = timed_reps("app_radix", reps, run, &params, t);
     if (rank == 0) {
-        qsort(t, reps, sizeof(double), cmp_double);
         printf("RESULT name=app_radix ranks=%d keys=%d iters=%d usec=%.3f min=%.3f reps=%d "
                "checksum=%016" PRIx64 "\n",
                nranks, n, iters, t[reps / 2] * 1e6, t[0] * 1e6, reps, first);

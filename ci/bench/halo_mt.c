@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -85,11 +87,6 @@ static void *worker(void *arg) {
     free(sbuf);
     free(rbuf);
     return NULL;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {

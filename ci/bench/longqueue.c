@@ -21,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -30,11 +32,6 @@ enum { POSTED_REVERSE, POSTED_INORDER, UNEXPECTED_REVERSE, UNEXPECTED_INORDER, N
 static const char *names[NVARIANTS] = {
     "longqueue_posted_reverse", "longqueue_posted_inorder", "longqueue_unexpected_reverse",
     "longqueue_unexpected_inorder"};
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* A message carries its tag in its first bytes and in its last byte. */
 static void stamp(char *buf, int size, int tag) {

@@ -21,10 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench.h"
 
 /* 8, 64, 512, ... and maxsize last; 0 ends the sweep. */
 static int next_size(int size, int maxsize) {
@@ -33,8 +30,23 @@ static int next_size(int size, int maxsize) {
     return size > maxsize / 8 ? maxsize : size * 8;
 }
 
-/* Rank 0 returns the seconds per half round trip; rank 1 returns 0. */
-static double run_blocking(char *buf, int size, int iters, int rank) {
+/* The receive of the blocking variants: MPI_Recv, or (`improbe`) a matched probe polled with
+ * wildcards and the receive of the probed message. */
+static void recv_from(char *buf, int size, int peer, int improbe) {
+    MPI_Message msg;
+    int flag = 0;
+    if (!improbe) {
+        MPI_Recv(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
+    }
+    while (!flag)
+        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE);
+    MPI_Mrecv(buf, size, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+}
+
+/* MPI_Send and a blocking receive on both sides. Rank 0 returns the seconds per half round
+ * trip; rank 1 returns 0. */
+static double run_blocking(char *buf, int size, int iters, int rank, int improbe) {
     double t0;
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
@@ -42,44 +54,15 @@ static double run_blocking(char *buf, int size, int iters, int rank) {
         if (rank == 0) {
             buf[0] = (char)i;
             MPI_Send(buf, size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            recv_from(buf, size, 1, improbe);
             if (buf[0] != (char)i) {
-                fprintf(stderr, "pingpong: wrong reply at iteration %d\n", i);
+                fprintf(stderr, "%s: wrong reply at iteration %d\n",
+                        improbe ? "pingpong_improbe" : "pingpong", i);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
         } else {
-            MPI_Recv(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            recv_from(buf, size, 0, improbe);
             MPI_Send(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
-        }
-    }
-    return rank == 0 ? (MPI_Wtime() - t0) / (2.0 * iters) : 0.0;
-}
-
-/* A matched probe polled with wildcards, then the receive of the probed message. */
-static void recv_improbe(char *buf, int size) {
-    MPI_Message msg;
-    int flag = 0;
-    while (!flag)
-        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE);
-    MPI_Mrecv(buf, size, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
-}
-
-static double run_improbe(char *buf, int size, int iters, int rank) {
-    double t0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    t0 = MPI_Wtime();
-    for (int i = 0; i < iters; i++) {
-        if (rank == 0) {
-            buf[0] = (char)i;
-            MPI_Send(buf, size, MPI_CHAR, 1, 3, MPI_COMM_WORLD);
-            recv_improbe(buf, size);
-            if (buf[0] != (char)i) {
-                fprintf(stderr, "pingpong_improbe: wrong reply at iteration %d\n", i);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-        } else {
-            recv_improbe(buf, size);
-            MPI_Send(buf, size, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
         }
     }
     return rank == 0 ? (MPI_Wtime() - t0) / (2.0 * iters) : 0.0;
@@ -162,9 +145,8 @@ int main(int argc, char **argv) {
             for (int r = -1; r < reps; r++) {
                 /* r = -1: warm-up with a tenth of the iterations */
                 int n = r < 0 ? iters / 10 + 1 : iters;
-                double secs = variant == 0   ? run_blocking(buf, size, n, rank)
-                              : variant == 1 ? run_irecv(buf, rbuf, size, n, rank)
-                                             : run_improbe(buf, size, n, rank);
+                double secs = variant == 1 ? run_irecv(buf, rbuf, size, n, rank)
+                                           : run_blocking(buf, size, n, rank, variant == 2);
                 if (r >= 0)
                     t[r] = secs;
             }

@@ -86,6 +86,12 @@ struct Side<T> {
     tail: u32,
     /// Length of `tail` at which partners are looked for next.
     next_check: usize,
+    /// Per queue: a shared queue that no longer takes elements (the base queue or a level's
+    /// non-partner queue once a newer level exists).
+    closed: Vec<bool>,
+    /// Elements left in closed queues: while there are none, every source's elements are in
+    /// one queue, its own or `tail`, and a search looks there alone.
+    in_closed: usize,
 }
 
 impl<T: Element> Side<T> {
@@ -96,6 +102,8 @@ impl<T: Element> Side<T> {
             partners: Partners::default(),
             tail: BASE,
             next_check: theta,
+            closed: vec![false; queues],
+            in_closed: 0,
         }
     }
 
@@ -119,6 +127,22 @@ impl<T: Element> Side<T> {
     /// `Store::find`.
     #[inline]
     fn find_from(&self, source: i32, key: u16, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
+        if self.in_closed == 0 {
+            // The queues before the last of the path are empty.
+            let queue = self.partner(source).map_or(self.tail, |p| p.queue);
+            return self.store.find(queue, u64::MAX, key, &hit);
+        }
+        self.find_on_path(source, key, hit)
+    }
+
+    /// `find_from` while closed queues hold elements: the whole path, in the paper's order.
+    #[inline(never)]
+    fn find_on_path(
+        &self,
+        source: i32,
+        key: u16,
+        hit: impl Fn(&T) -> bool,
+    ) -> (Option<Loc>, usize) {
         let (found, mut depth) = self.store.find(BASE, u64::MAX, key, &hit);
         if found.is_some() {
             return (found, depth);
@@ -132,6 +156,14 @@ impl<T: Element> Side<T> {
             }
         }
         (None, depth)
+    }
+
+    #[inline]
+    fn remove(&mut self, at: Loc) -> u64 {
+        if self.in_closed > 0 && self.closed[at.queue as usize] {
+            self.in_closed -= 1;
+        }
+        self.store.remove(at).id
     }
 
     #[inline]
@@ -153,6 +185,8 @@ impl<T: Element> Side<T> {
     /// processes become partners with a queue each (the busiest first while the budget lasts),
     /// and the others move on to a new level's non-partner queue. Elements stay where they are,
     /// which is why searches walk the levels.
+    #[cold]
+    #[inline(never)]
     fn extract(&mut self, shape: &Shape, budget: &mut usize) {
         let len = self.store.queue_len(self.tail);
         // A level needs a partner queue and a non-partner queue.
@@ -177,6 +211,9 @@ impl<T: Element> Side<T> {
         }
         let level = self.levels.len() as u32;
         let first = self.store.add_queues(chosen.len() + 1);
+        self.closed[self.tail as usize] = true;
+        self.closed.resize(self.store.queue_count(), false);
+        self.in_closed += len;
         for (i, &(_, source)) in chosen.iter().enumerate() {
             let queue = first + i as u32;
             self.partners.insert(source, Partner { queue, level });
@@ -241,7 +278,7 @@ impl Pnp {
             return Some(self.umq.store.entry(at).id);
         }
         traffic.matches += 1;
-        Some(self.umq.store.remove(at).id)
+        Some(self.umq.remove(at))
     }
 }
 
@@ -262,17 +299,19 @@ impl Queues for Pnp {
         // The source's path first: ANY_SOURCE receives only matter if they are older.
         let key = fingerprint(env.source, env.tag);
         let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
-        let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-        let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
-        depth += d;
-        if found.is_some() {
-            best = found;
+        if self.prq.store.queue_len(WILD) > 0 {
+            let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
+            let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
+            depth += d;
+            if found.is_some() {
+                best = found;
+            }
         }
         traffic.prq.record(depth);
         match best {
             Some(at) => {
                 traffic.matches += 1;
-                Some(self.prq.store.remove(at).id)
+                Some(self.prq.remove(at))
             }
             None => {
                 traffic.unexpected += 1;
@@ -289,7 +328,7 @@ impl Queues for Pnp {
     fn cancel(&mut self, recv: RecvId) -> bool {
         match self.prq.store.find_id(recv) {
             Some(at) => {
-                self.prq.store.remove(at);
+                self.prq.remove(at);
                 true
             }
             None => false,
@@ -386,6 +425,17 @@ mod tests {
             assert_eq!(pnp.arrive(msg(2, 7), 100, &mut traffic), Some(id));
         }
         assert_eq!(pnp.queued(), (5, 0));
+
+        // Once the base queue and level 0's non-partner queue are drained, a search looks in
+        // one queue: the newest non-partner queue for rank 3.
+        assert_eq!(pnp.prq.in_closed, 4);
+        for (source, tag, id) in [(0, 0, 0), (0, 2, 2), (0, 1, 1), (1, 0, 6)] {
+            assert_eq!(pnp.arrive(msg(source, tag), 100, &mut traffic), Some(id));
+        }
+        assert_eq!(pnp.prq.in_closed, 0);
+        let mut last = TrafficStats::default();
+        assert_eq!(pnp.arrive(msg(3, 0), 100, &mut last), Some(10));
+        assert_eq!(last.prq.depth_total, 1);
     }
 
     #[test]

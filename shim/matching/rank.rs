@@ -72,10 +72,20 @@ impl RankEngine {
         let (source, i) = hit?;
         if remove {
             self.stats.traffic(want.class).matches += 1;
-            self.unexpected_by_source[source].remove(i).map(|a| a.msg)
+            take(&mut self.unexpected_by_source[source], i).map(|a| a.msg)
         } else {
             Some(self.unexpected_by_source[source][i].msg)
         }
+    }
+}
+
+/// Element `index` of `queue`: matches mostly take the front, which needs no shifting.
+#[inline]
+fn take<T>(queue: &mut VecDeque<T>, index: usize) -> Option<T> {
+    if index == 0 {
+        queue.pop_front()
+    } else {
+        queue.remove(index)
     }
 }
 
@@ -101,12 +111,16 @@ impl MatchEngine for RankEngine {
         let source = env.source as usize;
         let specific = &self.posted_by_source[source];
         let hit_specific = specific.iter().position(|p| p.want.matches(&env));
-        let hit_any = self
-            .posted_any_source
-            .iter()
-            .position(|p| p.want.matches(&env));
-        let depth = hit_specific.map_or(specific.len(), |i| i + 1)
-            + hit_any.map_or(self.posted_any_source.len(), |i| i + 1);
+        let mut depth = hit_specific.map_or(specific.len(), |i| i + 1);
+        // ANY_SOURCE receives are rare: most arrivals skip their list.
+        let hit_any = if self.posted_any_source.is_empty() {
+            None
+        } else {
+            let any = &self.posted_any_source;
+            let hit = any.iter().position(|p| p.want.matches(&env));
+            depth += hit.map_or(any.len(), |i| i + 1);
+            hit
+        };
         let take_specific = match (hit_specific, hit_any) {
             (Some(i), Some(j)) => specific[i].seq < self.posted_any_source[j].seq,
             (Some(_), None) => true,
@@ -123,12 +137,12 @@ impl MatchEngine for RankEngine {
         let traffic = self.stats.traffic(env.class);
         traffic.prq.record(depth);
         traffic.matches += 1;
-        let posted = if take_specific {
-            self.posted_by_source[source].remove(hit_specific.unwrap())
+        let (queue, index) = if take_specific {
+            (&mut self.posted_by_source[source], hit_specific.unwrap())
         } else {
-            self.posted_any_source.remove(hit_any.unwrap())
+            (&mut self.posted_any_source, hit_any.unwrap())
         };
-        posted.map(|p| p.recv)
+        take(queue, index).map(|p| p.recv)
     }
 
     fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {

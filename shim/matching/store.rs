@@ -43,30 +43,43 @@ pub(super) fn fingerprint(source: i32, tag: i32) -> u16 {
 /// The first index of `prints` that may match `key`: equal to it or a wildcard.
 #[inline]
 fn candidate(prints: &[u16], key: u16) -> Option<usize> {
-    let mut base = 0;
+    let len = prints.len();
     #[cfg(target_arch = "x86_64")]
-    {
+    if len >= 8 {
         use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of x86_64; every load reads 16 elements inside `prints`.
+        // SAFETY: SSE2 is part of x86_64; every load reads 8 elements inside `prints`.
         unsafe {
             let (keys, zero) = (_mm_set1_epi16(key as i16), _mm_setzero_si128());
-            let lanes = |at: *const u16| {
-                let v = _mm_loadu_si128(at as *const __m128i);
-                _mm_or_si128(_mm_cmpeq_epi16(v, keys), _mm_cmpeq_epi16(v, zero))
+            // One bit per element of the 8 from `at` that may match.
+            let lanes = |at: usize| {
+                let v = _mm_loadu_si128(prints.as_ptr().add(at) as *const __m128i);
+                let hits = _mm_or_si128(_mm_cmpeq_epi16(v, keys), _mm_cmpeq_epi16(v, zero));
+                _mm_movemask_epi8(_mm_packs_epi16(hits, zero)) as u32
             };
-            while base + 16 <= prints.len() {
-                let at = prints.as_ptr().add(base);
-                let (low, high) = (lanes(at), lanes(at.add(8)));
-                let mask = _mm_movemask_epi8(_mm_packs_epi16(low, high));
+            let mut base = 0;
+            while base + 16 <= len {
+                let mask = lanes(base) | lanes(base + 8) << 8;
                 if mask != 0 {
                     return Some(base + mask.trailing_zeros() as usize);
                 }
                 base += 16;
             }
+            if base + 8 <= len {
+                let mask = lanes(base);
+                if mask != 0 {
+                    return Some(base + mask.trailing_zeros() as usize);
+                }
+                base += 8;
+            }
+            if base == len {
+                return None;
+            }
+            // The last 8 elements, less those already seen: no element-by-element tail.
+            let mask = lanes(len - 8) >> (base + 8 - len);
+            return (mask != 0).then(|| base + mask.trailing_zeros() as usize);
         }
     }
-    let rest = prints[base..].iter().position(|&p| p == key || p == 0);
-    rest.map(|i| base + i)
+    prints.iter().position(|&p| p == key || p == 0)
 }
 
 /// One queue, oldest first, as two arrays from `head` on: fingerprints, scanned, and entries.

@@ -1,6 +1,6 @@
 //! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
 
-use super::store::{fingerprint, Loc, Store};
+use super::store::{fingerprint, tag_print, Loc, Store};
 use super::{
     queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
     TrafficStats, ANY_SOURCE,
@@ -8,7 +8,8 @@ use super::{
 
 /// The queue every element goes to until the first partners are chosen.
 const BASE: u32 = 0;
-/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only).
+/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only); their
+/// fingerprints are of the tag alone.
 const WILD: u32 = 1;
 
 #[derive(Clone, Copy)]
@@ -170,7 +171,8 @@ impl<T: Element> Side<T> {
     fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) {
         let source = item.source();
         if source == ANY_SOURCE {
-            self.store.push(WILD, item, id);
+            self.store
+                .push_printed(WILD, item, id, tag_print(item.tag()));
         } else if let Some(partner) = self.partner(source) {
             self.store.push(partner.queue, item, id);
         } else {
@@ -301,7 +303,7 @@ impl Queues for Pnp {
         let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
         if self.prq.store.queue_len(WILD) > 0 {
             let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-            let (found, d) = self.prq.store.find(WILD, bound, 0, hit);
+            let (found, d) = self.prq.store.find(WILD, bound, tag_print(env.tag), hit);
             depth += d;
             if found.is_some() {
                 best = found;
@@ -436,6 +438,27 @@ mod tests {
         let mut last = TrafficStats::default();
         assert_eq!(pnp.arrive(msg(3, 0), 100, &mut last), Some(10));
         assert_eq!(last.prq.depth_total, 1);
+    }
+
+    #[test]
+    fn any_source_receives_match_by_tag_in_posting_order() {
+        let mut pnp = Pnp::new(&EngineParams::default());
+        let mut traffic = TrafficStats::default();
+        for tag in 0..50 {
+            pnp.post(recv(ANY_SOURCE, tag), tag as u64, &mut traffic);
+            if tag == 20 {
+                pnp.post(recv(ANY_SOURCE, ANY_TAG), 100, &mut traffic);
+            }
+        }
+        pnp.post(recv(3, 45), 101, &mut traffic);
+        // Tags before the ANY_TAG receive match their own receive.
+        assert_eq!(pnp.arrive(msg(3, 7), 0, &mut traffic), Some(7));
+        // Later tags meet the ANY_TAG receive first, then their own, then the source's.
+        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(100));
+        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(45));
+        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(101));
+        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), None);
+        assert_eq!(pnp.queued(), (48, 1));
     }
 
     #[test]

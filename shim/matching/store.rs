@@ -40,6 +40,16 @@ pub(super) fn fingerprint(source: i32, tag: i32) -> u16 {
     ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
 }
 
+/// The fingerprint of a tag alone (0 for ANY_TAG), for a queue whose elements all have the
+/// same source or ANY_SOURCE, such as a queue of ANY_SOURCE receives.
+#[inline]
+pub(super) fn tag_print(tag: i32) -> u16 {
+    if tag == ANY_TAG {
+        return 0;
+    }
+    (((tag as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
+}
+
 /// The first index of `prints` that may match `key`: equal to it or a wildcard.
 #[inline]
 fn candidate(prints: &[u16], key: u16) -> Option<usize> {
@@ -221,9 +231,15 @@ impl<T: Element> Store<T> {
     /// Appends to `queue`; the element is the newest of the store.
     #[inline(always)]
     pub fn push(&mut self, queue: u32, item: T, id: u64) {
+        self.push_printed(queue, item, id, fingerprint(item.source(), item.tag()));
+    }
+
+    /// `push` with the element's fingerprint given: searches of `queue` must then compute their
+    /// keys the same way (see `tag_print`).
+    #[inline(always)]
+    pub fn push_printed(&mut self, queue: u32, item: T, id: u64, print: u16) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let print = fingerprint(item.source(), item.tag());
         self.queues[queue as usize].push(print, Entry { item, seq, id });
         self.len += 1;
         if let Some(order) = &mut self.order {

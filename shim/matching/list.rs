@@ -1,6 +1,6 @@
 //! One posted-receive list and one unexpected-message list, searched front to back (MPICH-like).
 
-use super::{Envelope, MsgId, Pattern, Queues, RecvId, Single, TrafficStats};
+use super::{take, Envelope, MsgId, Pattern, Queues, RecvId, Single, TrafficStats};
 use std::collections::VecDeque;
 
 #[derive(Default)]
@@ -41,7 +41,7 @@ impl Queues for List {
         match self.find_unexpected(&want, traffic) {
             Some(i) => {
                 traffic.matches += 1;
-                self.unexpected.remove(i).map(|(_, msg)| msg)
+                take(&mut self.unexpected, i).map(|(_, msg)| msg)
             }
             None => {
                 self.posted.push_back((want, recv));
@@ -58,7 +58,7 @@ impl Queues for List {
         match found {
             Some(i) => {
                 traffic.matches += 1;
-                self.posted.remove(i).map(|(_, recv)| recv)
+                take(&mut self.posted, i).map(|(_, recv)| recv)
             }
             None => {
                 traffic.unexpected += 1;
@@ -72,7 +72,7 @@ impl Queues for List {
         let i = self.find_unexpected(&want, traffic)?;
         if remove {
             traffic.matches += 1;
-            self.unexpected.remove(i).map(|(_, msg)| msg)
+            take(&mut self.unexpected, i).map(|(_, msg)| msg)
         } else {
             Some(self.unexpected[i].1)
         }

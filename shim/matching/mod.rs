@@ -72,6 +72,16 @@ impl Pattern {
     }
 }
 
+/// Element `index` of `queue`: matches mostly take the front, which needs no shifting.
+#[inline]
+fn take<T>(queue: &mut std::collections::VecDeque<T>, index: usize) -> Option<T> {
+    if index == 0 {
+        queue.pop_front()
+    } else {
+        queue.remove(index)
+    }
+}
+
 /// What the engines read from a queued element (a posted pattern or an arrived envelope).
 pub(super) trait Element: Copy + Send {
     fn source(&self) -> i32;

@@ -1,7 +1,7 @@
 //! One queue per source rank plus an ordered list of wildcard-source receives (Open MPI-like).
 //! Sequence numbers order receives across the per-source queues and the wildcard list.
 
-use super::{EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE};
+use super::{take, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE};
 use std::collections::VecDeque;
 
 struct Posted {
@@ -76,16 +76,6 @@ impl RankEngine {
         } else {
             Some(self.unexpected_by_source[source][i].msg)
         }
-    }
-}
-
-/// Element `index` of `queue`: matches mostly take the front, which needs no shifting.
-#[inline]
-fn take<T>(queue: &mut VecDeque<T>, index: usize) -> Option<T> {
-    if index == 0 {
-        queue.pop_front()
-    } else {
-        queue.remove(index)
     }
 }
 

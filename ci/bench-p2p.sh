@@ -18,6 +18,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/ci/common.sh"
 MPI=mpich
 ENGINES=$(grep -v '^#' "$ROOT/ci/engines" 2>/dev/null | tr '\n' ' ')
 ENGINES=${ENGINES:-rank list}
@@ -74,19 +75,6 @@ else
     echo "note: $LIB not built; native runs only"
 fi
 
-# True if report $1 holds lines from ranks 0 and 1 (of 2), all with engine $2.
-shim_ran() {
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-except (OSError, ValueError):
-    sys.exit(1)
-ok = {r.get("rank") for r in reps if r.get("size") == 2} == {0, 1}
-sys.exit(0 if ok and all(r.get("engine") == sys.argv[2] for r in reps) else 1)
-EOF
-}
-
 START=$(date +%s)
 FAILED=0
 RESULTS=$OUT/results.txt
@@ -123,7 +111,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
                 if [ $rc = 124 ] || [ $rc = 137 ]; then
                     why="timed out after ${TIMEOUT}s" HUNG[$cfg $b]=$round
                 fi
-            elif [ "$cfg" != native ] && ! shim_ran "$report" "${cfg#shim:}"; then
+            elif [ "$cfg" != native ] && ! shim_ran "$report" 2 "${cfg#shim:}"; then
                 why="no shim report with engine ${cfg#shim:} from both ranks" keep=0
             fi
             if [ -n "$why" ]; then

@@ -81,20 +81,6 @@ BENCHES+=("app_radix|app_radix $RADIX" "app_nbody|app_nbody $NBODY" "app_miniamr
 CONFIGS=(native)
 for e in $ENGINES; do CONFIGS+=("shim:$e"); done
 
-# True if report $1 holds a line from each of ranks 0..$2-1, all with engine $3.
-shim_ran() {
-    python3 - "$@" <<'EOF'
-import json, sys
-try:
-    reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-except (OSError, ValueError):
-    sys.exit(1)
-n = int(sys.argv[2])
-ok = {r.get("rank") for r in reps if r.get("size") == n} == set(range(n))
-sys.exit(0 if ok and all(r.get("engine") == sys.argv[3] for r in reps) else 1)
-EOF
-}
-
 echo "== $RANKS ranks: hot spot, halo_mt, applications"
 RESULTS=$OUT/results.txt
 : >"$RESULTS"

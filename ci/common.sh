@@ -33,3 +33,18 @@ mpirun_for() {
 }
 
 engines() { grep -v '^#' "$(repo_root)/ci/engines"; }
+
+# True if the shim report $1 (MATCHSHIM_REPORT) holds a line from each of ranks 0..$2-1, all
+# with engine $3: a shim run whose preload was dropped cannot pass as a native one.
+shim_ran() {
+    python3 - "$@" <<'EOF'
+import json, sys
+try:
+    reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+except (OSError, ValueError):
+    sys.exit(1)
+n = int(sys.argv[2])
+ok = {r.get("rank") for r in reps if r.get("size") == n} == set(range(n))
+sys.exit(0 if ok and all(r.get("engine") == sys.argv[3] for r in reps) else 1)
+EOF
+}

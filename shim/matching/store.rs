@@ -36,8 +36,7 @@ pub(super) fn fingerprint(source: i32, tag: i32) -> u16 {
     if source == ANY_SOURCE || tag == ANY_TAG {
         return 0;
     }
-    let key = ((source as u32 as u64) << 32) | tag as u32 as u64;
-    ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
+    print_of(((source as u32 as u64) << 32) | tag as u32 as u64)
 }
 
 /// The fingerprint of a tag alone (0 for ANY_TAG), for a queue whose elements all have the
@@ -47,7 +46,13 @@ pub(super) fn tag_print(tag: i32) -> u16 {
     if tag == ANY_TAG {
         return 0;
     }
-    (((tag as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
+    print_of(tag as u32 as u64)
+}
+
+/// The top 16 bits of a multiplicative hash of `key`, never 0.
+#[inline]
+fn print_of(key: u64) -> u16 {
+    ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
 }
 
 /// The first index of `prints` that may match `key`: equal to it or a wildcard.

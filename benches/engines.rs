@@ -8,7 +8,7 @@
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
-use matchshim::matching::{
+use matchshim_core::matching::{
     build_engine, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId, Pattern,
     ANY_SOURCE,
 };

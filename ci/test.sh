@@ -7,8 +7,9 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
 
-cargo test --release
+# The command's tests run the shim built beside it.
 build_shim mpich
+cargo test --release
 build_shim openmpi
 ci/ld-preload-tests.sh --mpi mpich --engines "$(engines | tr '\n' ' ')"
 # Every engine is pure Rust and MPI-agnostic; on Open MPI the references and the default suffice.

@@ -47,11 +47,11 @@ pub use algorithms::*;
 
 use crate::ffi::*;
 use crate::matching::Class;
+use crate::report::Collective;
 use crate::runtime::comm::Comm;
 use crate::runtime::{pmpi, Runtime, ShimRequest};
 use parking_lot::Mutex;
 use schedule::{Builder, Schedule};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -395,18 +395,6 @@ pub struct CollStats {
     counters: [[AtomicU64; 6]; KINDS],
 }
 
-/// What the report shows for one collective.
-#[derive(Serialize, Clone, Copy, Default)]
-pub struct KindReport {
-    pub calls: u64,
-    pub nonblocking_calls: u64,
-    /// Messages this rank received in these calls: collective elements matched.
-    pub matched: u64,
-    pub bytes_received: u64,
-    pub messages_sent: u64,
-    pub bytes_sent: u64,
-}
-
 impl CollStats {
     fn record(&self, kind: Kind, nonblocking: bool, b: &Builder) {
         let c = &self.counters[kind as usize];
@@ -426,14 +414,14 @@ impl CollStats {
     }
 
     /// The collectives that were called, by name.
-    pub fn report(&self) -> BTreeMap<&'static str, KindReport> {
+    pub fn report(&self) -> BTreeMap<String, Collective> {
         Kind::ALL
             .iter()
             .filter_map(|&kind| {
                 let c = &self.counters[kind as usize];
                 let v: Vec<u64> = c.iter().map(|a| a.load(Ordering::Relaxed)).collect();
                 (v[0] > 0).then(|| {
-                    let r = KindReport {
+                    let r = Collective {
                         calls: v[0],
                         nonblocking_calls: v[1],
                         matched: v[2],
@@ -441,7 +429,7 @@ impl CollStats {
                         messages_sent: v[4],
                         bytes_sent: v[5],
                     };
-                    (kind.name(), r)
+                    (kind.name().to_string(), r)
                 })
             })
             .collect()
@@ -466,7 +454,7 @@ impl Runtime {
     /// The communicator's state when the shim runs its collectives; `None`: pass to MPI
     /// (`MATCHSHIM_COLL=native`, inter-communicators).
     pub fn coll_comm(&self, handle: MPI_Comm) -> Result<Option<Arc<Comm>>, c_int> {
-        if self.config.coll == crate::runtime::config::CollMode::Native {
+        if self.config.coll == crate::config::CollMode::Native {
             return Ok(None);
         }
         let comm = self.comm(handle)?;

@@ -1,13 +1,11 @@
 //! The per-rank matching report written at `MPI_Finalize`.
 
 use super::comm::Comm;
-use super::config::CollMode;
 use super::Runtime;
-use crate::coll::KindReport;
+use crate::config::CollMode;
 use crate::ffi::*;
-use crate::matching::{EngineStats, SearchStats, TrafficStats};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::matching::EngineStats;
+use crate::report::{RankReport, Traffic, VERSION};
 use std::io::Write;
 
 /// Counters summed over a rank's communicators.
@@ -32,99 +30,35 @@ impl Totals {
     }
 }
 
-#[derive(Serialize)]
-pub struct SearchReport {
-    pub searches: u64,
-    pub mean_depth: f64,
-    pub max_depth: u64,
-}
-
-impl From<&SearchStats> for SearchReport {
-    fn from(s: &SearchStats) -> Self {
-        SearchReport {
-            searches: s.searches,
-            mean_depth: s.mean(),
-            max_depth: s.depth_max,
-        }
-    }
-}
-
-#[derive(Serialize)]
-pub struct TrafficReport {
-    pub prq: SearchReport,
-    pub umq: SearchReport,
-    pub matches: u64,
-    pub unexpected: u64,
-    /// Time spent in the engine for this traffic.
-    pub match_time_ns: u64,
-}
-
-impl TrafficReport {
-    fn new(t: &TrafficStats, match_time_ns: u64) -> Self {
-        TrafficReport {
-            prq: (&t.prq).into(),
-            umq: (&t.umq).into(),
-            matches: t.matches,
-            unexpected: t.unexpected,
-            match_time_ns,
-        }
-    }
-}
-
-#[derive(Serialize)]
-pub struct RankReport {
-    pub matchshim: &'static str,
-    pub mpi: &'static str,
-    pub engine: &'static str,
-    pub rank: i32,
-    pub size: i32,
-    pub thread_level: i32,
-    pub communicators: u64,
-    pub point_to_point: TrafficReport,
-    pub collective: TrafficReport,
-    /// Time spent in the engine, all traffic.
-    pub match_time_ns: u64,
-    /// Time from `MPI_Init` to `MPI_Finalize`.
-    pub wall_time_ns: u64,
-    pub queues: u64,
-    pub queues_max: u64,
-    pub posted_left: u64,
-    pub unexpected_left: u64,
-    /// Who ran the collectives: `shim` or `native`.
-    pub coll: &'static str,
-    /// Per collective the shim ran: calls, elements matched and bytes.
-    pub collectives: BTreeMap<&'static str, KindReport>,
-}
-
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-impl RankReport {
-    pub fn new(rt: &Runtime, totals: &Totals) -> RankReport {
-        let p2p_ns = rt.clock.nanos(totals.match_ticks[0]);
-        let coll_ns = rt.clock.nanos(totals.match_ticks[1]);
+impl Totals {
+    /// This rank's report.
+    pub fn report(&self, rt: &Runtime) -> RankReport {
+        let p2p_ns = rt.clock.nanos(self.match_ticks[0]);
+        let coll_ns = rt.clock.nanos(self.match_ticks[1]);
         let mut size = 0;
         // SAFETY: plain query on the world communicator.
         unsafe { PMPI_Comm_size(abi().comm_world, &mut size) };
         RankReport {
-            matchshim: VERSION,
-            mpi: BUILT_FOR,
-            engine: rt.config.engine.name(),
-            rank: rt.world_rank,
-            size,
+            matchshim: VERSION.to_string(),
+            mpi: BUILT_FOR.to_string(),
+            engine: rt.config.engine.name().to_string(),
+            rank: rt.world_rank as usize,
+            size: size as usize,
             thread_level: rt.thread_level,
-            communicators: totals.communicators,
-            point_to_point: TrafficReport::new(&totals.stats.point_to_point, p2p_ns),
-            collective: TrafficReport::new(&totals.stats.collective, coll_ns),
+            communicators: self.communicators,
+            point_to_point: Traffic::new(&self.stats.point_to_point, p2p_ns),
+            collective: Traffic::new(&self.stats.collective, coll_ns),
             match_time_ns: p2p_ns + coll_ns,
             wall_time_ns: rt.clock.elapsed_ns(),
-            queues: totals.stats.queues,
-            queues_max: totals.stats.queues_max,
-            posted_left: totals.posted_left,
-            unexpected_left: totals.unexpected_left,
+            queues: self.stats.queues,
+            queues_max: self.stats.queues_max,
+            posted_left: self.posted_left,
+            unexpected_left: self.unexpected_left,
             coll: match rt.config.coll {
                 CollMode::Shim => "shim",
                 CollMode::Native => "native",
-            },
+            }
+            .to_string(),
             collectives: rt.coll_stats.report(),
         }
     }
@@ -132,13 +66,11 @@ impl RankReport {
 
 /// Appends this rank's report as one JSON line (one `write` call, so ranks do not interleave).
 pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(report).map_err(std::io::Error::other)?;
-    line.push(b'\n');
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)?
-        .write_all(&line)
+        .write_all(report.to_line().as_bytes())
 }
 
 /// Sums (and maxes) the key counters over all ranks for rank 0's one-line summary.

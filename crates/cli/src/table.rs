@@ -93,7 +93,7 @@ pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
         .into_iter()
         .map(|(name, t)| {
             vec![
-                name,
+                name.to_string(),
                 t.prq.searches.to_string(),
                 depth(t.prq.searches, t.prq.mean_depth),
                 depth_max(t.prq.searches, t.prq.max_depth),
@@ -112,6 +112,9 @@ pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
         "match time: summed over ranks, and of rank {} (the most time matching)\n",
         s.busiest_rank
     ));
+    if !s.collectives.is_empty() {
+        out.push_str(&collectives(s));
+    }
     let q = &s.queues;
     out.push_str(&format!(
         "queues allocated per rank: mean {:.1}, max {} (rank {}), rank {} {}\n",
@@ -122,6 +125,39 @@ pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
         s.posted_left, s.unexpected_left
     ));
     out
+}
+
+/// What the shim's collectives did, a row per collective, summed over ranks.
+fn collectives(s: &Summary) -> String {
+    let header = [
+        "collective",
+        "calls",
+        "nonblocking",
+        "messages received",
+        "bytes received",
+        "messages sent",
+        "bytes sent",
+    ];
+    let rows: Vec<Vec<String>> = s
+        .collectives
+        .iter()
+        .map(|(name, c)| {
+            let mut row = vec![name.clone()];
+            row.extend(
+                [
+                    c.calls,
+                    c.nonblocking_calls,
+                    c.matched,
+                    c.bytes_received,
+                    c.messages_sent,
+                    c.bytes_sent,
+                ]
+                .map(|v| v.to_string()),
+            );
+            row
+        })
+        .collect();
+    render(&header, &rows)
 }
 
 /// Mean and max depth of one queue over both traffic types.
@@ -160,7 +196,7 @@ pub fn per_rank(reports: &[RankReport]) -> String {
                 umq_mean,
                 umq_max,
                 r.queues_max.to_string(),
-                duration(r.match_time(Kind::All)),
+                duration(Kind::All.match_time(r)),
             ]
         })
         .collect();

@@ -1,58 +1,10 @@
 //! Reading the per-rank JSON lines the shim writes at `MPI_Finalize`, and summing them over ranks.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct Search {
-    pub searches: u64,
-    pub mean_depth: f64,
-    pub max_depth: u64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct Traffic {
-    pub prq: Search,
-    pub umq: Search,
-    pub matches: u64,
-    pub unexpected: u64,
-    pub match_time_ns: u64,
-}
-
-/// One rank's report; fields this version does not know are ignored.
-#[derive(Clone, Debug, Deserialize)]
-pub struct RankReport {
-    pub engine: String,
-    pub mpi: String,
-    pub rank: usize,
-    pub size: usize,
-    pub point_to_point: Traffic,
-    pub collective: Traffic,
-    /// Per collective kind, where the shim reports it.
-    #[serde(default, deserialize_with = "lenient_collectives")]
-    pub collectives: BTreeMap<String, Traffic>,
-    pub match_time_ns: u64,
-    pub queues_max: u64,
-    pub posted_left: u64,
-    pub unexpected_left: u64,
-}
-
-/// Keeps the entries shaped like a traffic object; a future richer layout must not break reading.
-fn lenient_collectives<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<String, Traffic>, D::Error> {
-    let value = serde_json::Value::deserialize(d)?;
-    let serde_json::Value::Object(map) = value else {
-        return Ok(BTreeMap::new());
-    };
-    Ok(map
-        .into_iter()
-        .filter_map(|(name, v)| serde_json::from_value(v).ok().map(|t| (name, t)))
-        .collect())
-}
+pub use matchshim_core::report::{parse_lines, Collective, RankReport, Search, Traffic, VERSION};
 
 /// Which traffic a figure is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,51 +26,15 @@ impl Kind {
     }
 }
 
-impl RankReport {
-    pub fn match_time(&self, kind: Kind) -> u64 {
-        match kind {
-            Kind::PointToPoint => self.point_to_point.match_time_ns,
-            Kind::Collective => self.collective.match_time_ns,
-            Kind::All => self.match_time_ns,
+impl Kind {
+    /// The engine time a rank spent on this traffic.
+    pub fn match_time(self, r: &RankReport) -> u64 {
+        match self {
+            Kind::PointToPoint => r.point_to_point.match_time_ns,
+            Kind::Collective => r.collective.match_time_ns,
+            Kind::All => r.match_time_ns,
         }
     }
-}
-
-/// Parses a JSON Lines report; every line must come from this version of the shim.
-pub fn parse_lines(text: &str, origin: &Path) -> Result<Vec<RankReport>, String> {
-    let mut reports: Vec<RankReport> = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let at = || format!("{} line {}", origin.display(), n + 1);
-        let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("{}: not JSON ({e})", at()))?;
-        match value.get("matchshim").and_then(|v| v.as_str()) {
-            Some(VERSION) => {}
-            Some(other) => {
-                return Err(format!(
-                    "{}: report from matchshim {other}, but this is matchshim {VERSION}; \
-                     run the program again with the shim built alongside this command",
-                    at()
-                ))
-            }
-            None => return Err(format!("{}: not a matchshim report", at())),
-        }
-        let report: RankReport =
-            serde_json::from_value(value).map_err(|e| format!("{}: bad report ({e})", at()))?;
-        if reports.iter().any(|r| r.rank == report.rank) {
-            return Err(format!(
-                "{}: a second report from rank {}",
-                at(),
-                report.rank
-            ));
-        }
-        reports.push(report);
-    }
-    reports.sort_by_key(|r| r.rank);
-    Ok(reports)
 }
 
 /// Every rank of a `ranks`-process run must have reported.
@@ -231,7 +147,8 @@ pub struct Summary {
     pub busiest_rank: usize,
     pub point_to_point: TrafficSum,
     pub collective: TrafficSum,
-    pub collectives: BTreeMap<String, TrafficSum>,
+    /// Per collective the shim ran, summed over ranks.
+    pub collectives: BTreeMap<String, Collective>,
     pub all: TrafficSum,
     pub queues: Queues,
     pub posted_left: u64,
@@ -243,8 +160,8 @@ pub fn busiest_rank(reports: &[RankReport], kind: Kind) -> usize {
     reports
         .iter()
         .max_by(|a, b| {
-            a.match_time(kind)
-                .cmp(&b.match_time(kind))
+            kind.match_time(a)
+                .cmp(&kind.match_time(b))
                 .then(b.rank.cmp(&a.rank))
         })
         .map_or(0, |r| r.rank)
@@ -264,18 +181,10 @@ impl Summary {
         // Engine time of all traffic is reported on its own (it is not rounded per type).
         all.match_time_ns = reports.iter().map(|r| r.match_time_ns).sum();
         all.busiest_match_time_ns = busiest.map_or(0, |r| r.match_time_ns);
-        let names: std::collections::BTreeSet<&String> =
-            reports.iter().flat_map(|r| r.collectives.keys()).collect();
-        let collectives = names
-            .into_iter()
-            .map(|name| {
-                let sum = TrafficSum::over(
-                    reports.iter().filter_map(|r| r.collectives.get(name)),
-                    busiest.and_then(|r| r.collectives.get(name)),
-                );
-                (name.clone(), sum)
-            })
-            .collect();
+        let mut collectives: BTreeMap<String, Collective> = BTreeMap::new();
+        for (name, c) in reports.iter().flat_map(|r| &r.collectives) {
+            collectives.entry(name.clone()).or_default().add(c);
+        }
         let (max_rank, max) = reports
             .iter()
             .map(|r| (r.rank, r.queues_max))
@@ -308,19 +217,13 @@ impl Summary {
         }
     }
 
-    /// Table rows in display order: point-to-point, collective (then each collective), all.
-    pub fn rows(&self) -> Vec<(String, &TrafficSum)> {
-        let mut rows = vec![
-            (Kind::PointToPoint.label().to_string(), &self.point_to_point),
-            (Kind::Collective.label().to_string(), &self.collective),
-        ];
-        rows.extend(
-            self.collectives
-                .iter()
-                .map(|(name, t)| (format!("  {name}"), t)),
-        );
-        rows.push((Kind::All.label().to_string(), &self.all));
-        rows
+    /// Table rows in display order: point-to-point, collective, all.
+    pub fn rows(&self) -> [(&'static str, &TrafficSum); 3] {
+        [
+            (Kind::PointToPoint.label(), &self.point_to_point),
+            (Kind::Collective.label(), &self.collective),
+            (Kind::All.label(), &self.all),
+        ]
     }
 }
 
@@ -346,12 +249,40 @@ pub mod tests {
         coll_ns: u64,
         queues: u64,
     ) -> String {
-        format!(
-            r#"{{"matchshim":"{VERSION}","mpi":"mpich","engine":"{engine}","rank":{rank},"size":{size},"thread_level":0,"communicators":1,"point_to_point":{{"prq":{{"searches":10,"mean_depth":{pm}.0,"max_depth":{px}}},"umq":{{"searches":30,"mean_depth":2.0,"max_depth":5}},"matches":20,"unexpected":4,"match_time_ns":{p2p_ns}}},"collective":{{"prq":{{"searches":0,"mean_depth":0.0,"max_depth":0}},"umq":{{"searches":0,"mean_depth":0.0,"max_depth":0}},"matches":0,"unexpected":0,"match_time_ns":{coll_ns}}},"match_time_ns":{all},"wall_time_ns":5000000,"queues":{queues},"queues_max":{queues},"posted_left":0,"unexpected_left":{rank}}}"#,
-            pm = rank + 1,
-            px = 10 * (rank + 1),
-            all = p2p_ns + coll_ns,
-        )
+        let search = |searches, mean_depth, max_depth| Search {
+            searches,
+            mean_depth,
+            max_depth,
+        };
+        RankReport {
+            matchshim: VERSION.to_string(),
+            mpi: "mpich".to_string(),
+            engine: engine.to_string(),
+            rank,
+            size,
+            thread_level: 0,
+            communicators: 1,
+            point_to_point: Traffic {
+                prq: search(10, (rank + 1) as f64, 10 * (rank as u64 + 1)),
+                umq: search(30, 2.0, 5),
+                matches: 20,
+                unexpected: 4,
+                match_time_ns: p2p_ns,
+            },
+            collective: Traffic {
+                match_time_ns: coll_ns,
+                ..Traffic::default()
+            },
+            match_time_ns: p2p_ns + coll_ns,
+            wall_time_ns: 5_000_000,
+            queues,
+            queues_max: queues,
+            posted_left: 0,
+            unexpected_left: rank as u64,
+            coll: "shim".to_string(),
+            collectives: BTreeMap::new(),
+        }
+        .to_line()
     }
 
     pub fn reports(lines: &[String]) -> Vec<RankReport> {
@@ -359,62 +290,21 @@ pub mod tests {
     }
 
     #[test]
-    fn parses_the_shims_line_and_ignores_unknown_fields() {
-        let text =
-            line("rank", 0, 1, 100, 0, 3).replace(r#""thread_level":0"#, r#""future":{"x":1}"#);
-        let r = &reports(&[text])[0];
-        assert_eq!(
-            (r.engine.as_str(), r.rank, r.size, r.queues_max),
-            ("rank", 0, 1, 3)
-        );
-        assert_eq!(
-            r.point_to_point.prq,
-            Search {
-                searches: 10,
-                mean_depth: 1.0,
-                max_depth: 10
-            }
-        );
-        assert!(r.collectives.is_empty());
-    }
-
-    #[test]
-    fn reads_per_collective_counters_when_present_and_skips_odd_shapes() {
-        let coll = r#"{"prq":{"searches":2,"mean_depth":3.0,"max_depth":4},"umq":{"searches":1,"mean_depth":1.0,"max_depth":1},"matches":2,"unexpected":1,"match_time_ns":70}"#;
-        let text = line("rank", 0, 1, 100, 70, 3).replace(
-            r#""match_time_ns":170"#,
-            &format!(r#""match_time_ns":170,"collectives":{{"allreduce":{coll},"odd":[1,2]}}"#),
-        );
-        let r = &reports(&[text])[0];
-        assert_eq!(r.collectives.keys().collect::<Vec<_>>(), ["allreduce"]);
-        let summary = Summary::new(std::slice::from_ref(r));
-        let rows: Vec<String> = summary.rows().into_iter().map(|(name, _)| name).collect();
-        assert_eq!(rows, ["point-to-point", "collective", "  allreduce", "all"]);
-        assert_eq!(summary.collectives["allreduce"].match_time_ns, 70);
-    }
-
-    #[test]
-    fn another_version_is_refused_with_both_versions_named() {
-        let text = line("rank", 0, 1, 1, 0, 1).replace(VERSION, "9.9.9");
-        let err = parse_lines(&text, Path::new("r.jsonl")).unwrap_err();
-        assert!(
-            err.contains("9.9.9") && err.contains(VERSION) && err.contains("r.jsonl line 1"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn garbage_and_duplicates_are_refused() {
-        assert!(parse_lines("{oops", Path::new("f"))
-            .unwrap_err()
-            .contains("not JSON"));
-        assert!(parse_lines(r#"{"a":1}"#, Path::new("f"))
-            .unwrap_err()
-            .contains("not a matchshim"));
-        let twice = [line("rank", 0, 2, 1, 0, 1), line("rank", 0, 2, 1, 0, 1)].join("\n");
-        assert!(parse_lines(&twice, Path::new("f"))
-            .unwrap_err()
-            .contains("second report"));
+    fn per_collective_counters_are_summed_over_ranks() {
+        let with = |rank, calls| {
+            let mut r = reports(&[line("rank", rank, 2, 100, 70, 3)]).remove(0);
+            let c = Collective {
+                calls,
+                matched: 2 * calls,
+                bytes_sent: 8 * calls,
+                ..Collective::default()
+            };
+            r.collectives.insert("allreduce".to_string(), c);
+            r.to_line()
+        };
+        let s = Summary::new(&reports(&[with(0, 3), with(1, 4)]));
+        let sum = &s.collectives["allreduce"];
+        assert_eq!((sum.calls, sum.matched, sum.bytes_sent), (7, 14, 56));
     }
 
     #[test]

@@ -397,8 +397,4 @@ impl Queues {
             rt.add_pending(comm, -(finished as isize));
         }
     }
-
-    pub fn unexpected_len(&self) -> usize {
-        self.arrived.len()
-    }
 }

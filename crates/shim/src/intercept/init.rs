@@ -1,7 +1,7 @@
 //! `MPI_Init*` and `MPI_Finalize`.
 
+use crate::config::Config;
 use crate::ffi::*;
-use crate::runtime::config::Config;
 use crate::runtime::{install, report, runtime, take_for_finalize};
 use std::os::raw::{c_char, c_int};
 
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     if let Some(rt) = take_for_finalize() {
         let totals = rt.totals();
         if let Some(path) = &rt.config.report {
-            if let Err(e) = report::append(path, &report::RankReport::new(rt, &totals)) {
+            if let Err(e) = report::append(path, &totals.report(rt)) {
                 eprintln!(
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()

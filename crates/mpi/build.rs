@@ -1,5 +1,5 @@
 //! Finds the MPI named by `MPICC` (default: MPICH's `mpicc.mpich` when present), binds its
-//! `PMPI_*` functions and types with bindgen, and compiles `shim/abi.c`, which exports the MPI
+//! `PMPI_*` functions and types with bindgen, and compiles `src/abi.c`, which exports the MPI
 //! constants that are macros in `mpi.h` (their values and even their kinds differ by ABI).
 
 use std::env;
@@ -73,8 +73,8 @@ fn find_mpi() -> Mpi {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MPICC");
-    println!("cargo:rerun-if-changed=shim/abi.c");
-    println!("cargo:rerun-if-changed=shim/abi.h");
+    println!("cargo:rerun-if-changed=src/abi.c");
+    println!("cargo:rerun-if-changed=src/abi.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(mpich)");
     println!("cargo::rustc-check-cfg=cfg(openmpi)");
@@ -82,6 +82,7 @@ fn main() {
 
     let mpi = find_mpi();
     println!("cargo:rustc-cfg={}", mpi.flavor);
+    println!("cargo:flavor={}", mpi.flavor);
     // Not named MATCHSHIM_*: cargo also exports these to programs it runs, and the shim rejects
     // unknown MATCHSHIM_* variables.
     println!("cargo:rustc-env=BUILT_FOR_MPI={}", mpi.flavor);
@@ -100,9 +101,10 @@ fn main() {
     if large_count {
         println!("cargo:rustc-cfg=large_count");
     }
+    println!("cargo:large_count={}", large_count as u8);
 
     let bindings = bindgen::Builder::default()
-        .header("shim/abi.h")
+        .header("src/abi.h")
         .clang_args(mpi.include_dirs.iter().map(|d| format!("-I{d}")))
         .allowlist_function("PMPI_.*")
         .allowlist_type("MPI_.*")
@@ -118,15 +120,14 @@ fn main() {
 
     cc::Build::new()
         .compiler(&mpi.compiler)
-        .file("shim/abi.c")
+        .file("src/abi.c")
         .warnings(true)
         .compile("matchshim_abi");
 
     for dir in &mpi.link_dirs {
         println!("cargo:rustc-link-search=native={dir}");
-        // Linking before libmpi with -lmatchshim must find the same libmpi at run time.
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,{dir}");
     }
+    println!("cargo:link_dirs={}", mpi.link_dirs.join(":"));
     for lib in &mpi.libs {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }

@@ -4,15 +4,15 @@
 pub mod clock;
 pub mod comm;
 pub mod complete;
-pub mod config;
+
 pub mod p2p;
 pub mod pmpi;
 pub mod recv;
 pub mod report;
 
+use crate::config::Config;
 use crate::ffi::*;
 use comm::{Comm, Posted};
-use config::Config;
 use parking_lot::{Mutex, RwLock};
 use recv::RecvOp;
 use std::cell::RefCell;

@@ -81,10 +81,6 @@ impl RecvOp {
         }
     }
 
-    pub fn grequest(&self) -> MPI_Request {
-        self.inner.lock().greq
-    }
-
     pub fn is_done(&self) -> bool {
         matches!(self.inner.lock().state, RecvState::Done { .. })
     }

@@ -195,10 +195,11 @@ mod tests {
 
     #[test]
     fn ci_engine_list_names_every_engine() {
-        let listed: Vec<&str> = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/engines"))
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .collect();
+        let listed: Vec<&str> =
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../ci/engines"))
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.is_empty())
+                .collect();
         let all: Vec<&str> = EngineKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(
             listed, all,

@@ -3,6 +3,7 @@
 //! queues allocated against a queue per source, and run time.
 
 use crate::reports::{mean, Kind, RankReport};
+use matchshim_core::matching::EngineKind;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
@@ -11,13 +12,11 @@ pub const BASELINE: &str = "list";
 /// The reference for queue counts (Open MPI-like).
 pub const PER_SOURCE: &str = "rank";
 
-/// Every engine the shim was built with, in `ci/engines` order.
+/// Every engine the shim knows, in its own order.
 pub fn all_engines() -> Vec<String> {
-    include_str!("../../ci/engines")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
+    EngineKind::ALL
+        .iter()
+        .map(|kind| kind.name().to_string())
         .collect()
 }
 
@@ -131,7 +130,7 @@ impl Comparison {
                             run.reports
                                 .iter()
                                 .filter(|r| !busiest || r.rank == busiest_rank)
-                                .map(|r| r.match_time(kind))
+                                .map(|r| kind.match_time(r))
                                 .sum()
                         })
                         .collect(),
@@ -276,7 +275,7 @@ pub mod tests {
     }
 
     #[test]
-    fn engines_default_to_ci_list_and_references_come_first() {
+    fn engines_default_to_every_engine_and_references_come_first() {
         assert!(all_engines().starts_with(&["list".to_string(), "rank".to_string()]));
         assert_eq!(
             with_references(vec!["bins".into(), "list".into()]),

@@ -1,229 +1,298 @@
-//! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
+//! Partner/non-partner queues (paper 004 §4.2, Fig. 4), each queue split into hashed sub-queues.
+//!
+//! The queues are the paper's: a base queue, then per level a queue for each partner source and
+//! one non-partner queue, within `k_p·√n` dedicated queues per side. Inside, a queue is split
+//! into sub-queues by a hash of (source, tag) (`Table`), so a partner's queue stays short
+//! whatever tags its source uses, and so does the shared non-partner queue however many sources
+//! share it. A search of a queue looks in one sub-queue.
+//!
+//! A closed queue (the base queue, or a level's non-partner queue once a newer level exists)
+//! takes no new elements and keeps the ones it has. The paper's search walks every closed queue
+//! on a source's path; here each source keeps the list of closed queues that still hold its
+//! elements, oldest first, so a search visits those and then the source's current queue: the
+//! same order restricted to queues that can hold a match.
 
-use super::store::{fingerprint, tag_print, Loc, Store};
+use super::table::{Loc, Table};
 use super::{
-    queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
-    TrafficStats, ANY_SOURCE,
+    queue_budget, source_tag, spread, wild_shape, Element, EngineParams, EngineStats, Envelope,
+    IntMap, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE, ANY_TAG,
 };
 
 /// The queue every element goes to until the first partners are chosen.
 const BASE: u32 = 0;
-/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only); their
-/// fingerprints are of the tag alone.
+/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only).
 const WILD: u32 = 1;
-
-#[derive(Clone, Copy)]
-struct Partner {
-    queue: u32,
-    /// The level at which the source became a partner.
-    level: u32,
-}
-
-/// Partner sources and their queues: open addressing in a power-of-two table at most half
-/// full, probed on every element, so one multiply and usually one slot. Partners are never
-/// removed, so a probe ends at the first empty slot.
-#[derive(Default)]
-struct Partners {
-    /// (source, partner); ANY_SOURCE, never a partner, marks an empty slot.
-    slots: Vec<(i32, Partner)>,
-    len: usize,
-}
-
-impl Partners {
-    #[inline(always)]
-    fn slot(&self, source: i32) -> usize {
-        let bits = self.slots.len().trailing_zeros();
-        ((source as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
-    }
-
-    #[inline(always)]
-    fn get(&self, source: i32) -> Option<Partner> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot(source);
-        loop {
-            let (s, partner) = self.slots[i];
-            if s == source {
-                return Some(partner);
-            }
-            if s == ANY_SOURCE {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    fn insert(&mut self, source: i32, partner: Partner) {
-        if 2 * (self.len + 1) > self.slots.len() {
-            let empty = (ANY_SOURCE, Partner { queue: 0, level: 0 });
-            let old = std::mem::replace(
-                &mut self.slots,
-                vec![empty; (4 * (self.len + 1)).next_power_of_two()],
-            );
-            self.len = 0;
-            for (s, p) in old.into_iter().filter(|&(s, _)| s != ANY_SOURCE) {
-                self.insert(s, p);
-            }
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot(source);
-        while self.slots[i].0 != ANY_SOURCE {
-            i = (i + 1) & mask;
-        }
-        self.slots[i] = (source, partner);
-        self.len += 1;
-    }
-}
+/// Buckets per side at first; they double with the elements.
+const BUCKETS: usize = 16;
 
 /// One side (posted receives or unexpected messages) of the structure.
 struct Side<T> {
-    store: Store<T>,
-    /// The non-partner queue of each level.
-    levels: Vec<u32>,
-    partners: Partners,
+    table: Table<T>,
+    routes: Routes,
+}
+
+/// Which queue takes an element, and which queues a search visits.
+struct Routes {
+    /// The sources that are partners or have elements in closed queues.
+    sources: IntMap<i32, Route>,
     /// Where elements of non-partners go: the base queue, later the last level's non-partner queue.
     tail: u32,
     /// Length of `tail` at which partners are looked for next.
     next_check: usize,
-    /// Per queue: a shared queue that no longer takes elements (the base queue or a level's
-    /// non-partner queue once a newer level exists).
-    closed: Vec<bool>,
-    /// Elements left in closed queues: while there are none, every source's elements are in
-    /// one queue, its own or `tail`, and a search looks there alone.
+    /// Levels made so far.
+    levels: usize,
+    /// Per queue: for a closed queue, which keys it holds.
+    closed: Vec<Option<Filter>>,
+    /// Elements in closed queues: while there are none, a search looks in one queue.
     in_closed: usize,
+    /// Posted receives with ANY_SOURCE only, with ANY_TAG only, and with both (`wild_shape`).
+    wild: [usize; 3],
 }
 
-impl<T: Element> Side<T> {
-    fn new(queues: usize, ordered: bool, theta: usize) -> Self {
-        Side {
-            store: Store::new(queues, ordered),
-            levels: Vec::new(),
-            partners: Partners::default(),
-            tail: BASE,
-            next_check: theta,
-            closed: vec![false; queues],
-            in_closed: 0,
+#[derive(Default)]
+struct Route {
+    /// The source's queue once it is a partner.
+    own: Option<u32>,
+    /// Closed queues holding elements from the source: (queue, elements), oldest first.
+    left: Vec<(u32, usize)>,
+}
+
+/// One bit per hashed (source, tag) of the elements a closed queue had when it closed: a
+/// search skips the queue where its key's bit is clear. A closed queue takes no new elements,
+/// so the bits stay right (some stay set after their elements left).
+struct Filter {
+    words: Vec<u64>,
+    /// log2 of the bits.
+    bits: u32,
+}
+
+impl Filter {
+    /// About eight bits per key.
+    fn new(keys: &[(i32, i32)]) -> Filter {
+        let bits = (8 * keys.len())
+            .next_power_of_two()
+            .max(64)
+            .trailing_zeros();
+        let mut filter = Filter {
+            words: vec![0; 1 << (bits - 6)],
+            bits,
+        };
+        for &(source, tag) in keys {
+            let bit = filter.bit(source, tag);
+            filter.words[bit / 64] |= 1 << (bit % 64);
+        }
+        filter
+    }
+
+    #[inline(always)]
+    fn bit(&self, source: i32, tag: i32) -> usize {
+        (spread(source_tag(source, tag)) >> (64 - self.bits)) as usize
+    }
+
+    #[inline(always)]
+    fn may_hold(&self, source: i32, tag: i32) -> bool {
+        let bit = self.bit(source, tag);
+        self.words[bit / 64] & (1 << (bit % 64)) != 0
+    }
+}
+
+impl Routes {
+    /// The queue new elements from `source` go to, and the closed queues that hold elements
+    /// from it.
+    #[inline(always)]
+    fn route(&self, source: i32) -> (u32, &[(u32, usize)]) {
+        if self.sources.is_empty() {
+            return (self.tail, &[]);
+        }
+        match self.sources.get(&source) {
+            Some(route) => (route.own.unwrap_or(self.tail), &route.left),
+            None => (self.tail, &[]),
         }
     }
 
-    #[inline]
-    fn partner(&self, source: i32) -> Option<Partner> {
-        self.partners.get(source)
-    }
-
-    /// The queues that may hold elements from `source`, oldest first, after the base queue: the
-    /// non-partner queues of the levels before `source` became a partner (of all levels for a
-    /// non-partner), then its own queue. The non-partner queue made together with a partner's
-    /// queue never holds that partner's elements, so the search skips it.
-    #[inline]
-    fn path(&self, source: i32) -> (&[u32], Option<u32>) {
-        let partner = self.partner(source);
-        let levels = partner.map_or(self.levels.len(), |p| p.level as usize);
-        (&self.levels[..levels], partner.map(|p| p.queue))
-    }
-
-    /// The oldest element from `source` that `hit` accepts, and the depth; `key` as in
-    /// `Store::find`.
-    #[inline]
-    fn find_from(&self, source: i32, key: u16, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
-        if self.in_closed == 0 {
-            // The queues before the last of the path are empty.
-            let queue = self.partner(source).map_or(self.tail, |p| p.queue);
-            return self.store.find(queue, u64::MAX, key, &hit);
-        }
-        self.find_on_path(source, key, hit)
-    }
-
-    /// `find_from` while closed queues hold elements: the whole path, in the paper's order.
-    #[inline(never)]
-    fn find_on_path(
+    /// The oldest element from `source` in the sub-queues of (`source`, `tag`) older than
+    /// `bound` that `hit` accepts, and the depth: the closed queues holding elements from
+    /// `source` first, then its current queue.
+    #[inline(always)]
+    fn find_from<T: Element>(
         &self,
-        source: i32,
-        key: u16,
+        table: &Table<T>,
+        (source, tag): (i32, i32),
+        bound: u64,
         hit: impl Fn(&T) -> bool,
     ) -> (Option<Loc>, usize) {
-        let (found, mut depth) = self.store.find(BASE, u64::MAX, key, &hit);
-        if found.is_some() {
-            return (found, depth);
-        }
-        let (levels, own) = self.path(source);
-        for &queue in levels.iter().chain(own.as_ref()) {
-            let (found, d) = self.store.find(queue, u64::MAX, key, &hit);
+        let (current, left) = self.route(source);
+        let mut depth = 0;
+        for &(queue, _) in left {
+            let filter = self.closed[queue as usize].as_ref();
+            if !filter.is_some_and(|f| f.may_hold(source, tag)) {
+                continue;
+            }
+            let (found, d) = table.find(queue, source, tag, bound, &hit);
             depth += d;
             if found.is_some() {
+                // Older queues hold only older elements.
                 return (found, depth);
             }
         }
-        (None, depth)
+        let (found, d) = table.find(current, source, tag, bound, hit);
+        (found, depth + d)
     }
 
-    #[inline]
-    fn remove(&mut self, at: Loc) -> u64 {
-        if self.in_closed > 0 && self.closed[at.queue as usize] {
-            self.in_closed -= 1;
+    /// The earliest posted receive that fits `env`: from the source's path, then, if there
+    /// are any, the ANY_TAG receives on that path and the ANY_SOURCE receives, each searched
+    /// only for something older than the best so far.
+    #[inline(always)]
+    fn find_posted(&self, prq: &Table<Pattern>, env: &Envelope) -> (Option<Loc>, usize) {
+        let hit = |p: &Pattern| p.matches(env);
+        let (mut best, mut depth) = self.find_from(prq, (env.source, env.tag), u64::MAX, hit);
+        if self.wild == [0; 3] {
+            return (best, depth);
         }
-        self.store.remove(at).id
+        let searches = [
+            (ANY_SOURCE, env.tag),
+            (env.source, ANY_TAG),
+            (ANY_SOURCE, ANY_TAG),
+        ];
+        for (wild, (source, tag)) in searches.into_iter().enumerate() {
+            if self.wild[wild] == 0 {
+                continue;
+            }
+            let bound = best.map_or(u64::MAX, |at| prq.seq(at));
+            let (found, d) = if source == ANY_SOURCE {
+                prq.find(WILD, source, tag, bound, hit)
+            } else {
+                self.find_from(prq, (source, tag), bound, hit)
+            };
+            depth += d;
+            if found.is_some() {
+                best = found;
+            }
+        }
+        (best, depth)
     }
 
-    #[inline]
-    fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) {
-        let source = item.source();
-        if source == ANY_SOURCE {
-            self.store
-                .push_printed(WILD, item, id, tag_print(item.tag()));
-        } else if let Some(partner) = self.partner(source) {
-            self.store.push(partner.queue, item, id);
-        } else {
-            self.store.push(self.tail, item, id);
-            if self.store.queue_len(self.tail) >= self.next_check {
-                self.extract(shape, budget);
+    /// An element from `source` leaves closed queue `queue`.
+    #[cold]
+    fn leave_closed(&mut self, source: i32, queue: u32) {
+        self.in_closed -= 1;
+        let route = self
+            .sources
+            .get_mut(&source)
+            .expect("source in closed queue");
+        let i = route
+            .left
+            .iter()
+            .position(|l| l.0 == queue)
+            .expect("queue listed");
+        route.left[i].1 -= 1;
+        if route.left[i].1 == 0 {
+            route.left.remove(i);
+            if route.left.is_empty() && route.own.is_none() {
+                self.sources.remove(&source);
             }
         }
     }
+}
 
-    /// `tail` reached θ: the sources with more elements in it than the average over all n
-    /// processes become partners with a queue each (the busiest first while the budget lasts),
-    /// and the others move on to a new level's non-partner queue. Elements stay where they are,
-    /// which is why searches walk the levels.
+impl<T: Element> Side<T> {
+    fn new(queues: usize, theta: usize) -> Self {
+        Side {
+            table: Table::new(queues, BUCKETS, true),
+            routes: Routes {
+                sources: IntMap::default(),
+                tail: BASE,
+                next_check: theta,
+                levels: 0,
+                closed: (0..queues).map(|_| None).collect(),
+                in_closed: 0,
+                wild: [0; 3],
+            },
+        }
+    }
+
+    /// Queues `item`; true if that made new queues.
+    #[inline(always)]
+    fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) -> bool {
+        let (source, tag) = (item.source(), item.tag());
+        if let Some(wild) = wild_shape(source, tag) {
+            self.routes.wild[wild] += 1;
+        }
+        if source == ANY_SOURCE {
+            self.table.push(WILD, item, id);
+            return false;
+        }
+        let queue = self.routes.route(source).0;
+        self.table.push(queue, item, id);
+        queue == self.routes.tail
+            && self.table.queue_len(queue) >= self.routes.next_check
+            && self.extract(shape, budget)
+    }
+
+    #[inline(always)]
+    fn remove(&mut self, at: Loc) -> u64 {
+        let (&item, queue) = self.table.get(at);
+        if let Some(wild) = wild_shape(item.source(), item.tag()) {
+            self.routes.wild[wild] -= 1;
+        }
+        if self.routes.in_closed > 0 && self.routes.closed[queue as usize].is_some() {
+            self.routes.leave_closed(item.source(), queue);
+        }
+        self.table.remove(at).0
+    }
+
+    /// `tail` reached its check: the sources with more elements in it than the average over all
+    /// n processes become partners with a queue each (the busiest first while the budget lasts),
+    /// and the others move on to a new level's non-partner queue; true if it made queues.
+    /// Elements stay where they are. A look that finds no partner waits until `tail` grew by θ
+    /// or by half, whichever is more, so looking costs O(1) per element however long the
+    /// queue gets.
     #[cold]
     #[inline(never)]
-    fn extract(&mut self, shape: &Shape, budget: &mut usize) {
-        let len = self.store.queue_len(self.tail);
+    fn extract(&mut self, shape: &Shape, budget: &mut usize) -> bool {
+        let routes = &mut self.routes;
+        let len = self.table.queue_len(routes.tail);
         // A level needs a partner queue and a non-partner queue.
         if *budget < 2 {
-            self.next_check = usize::MAX;
-            return;
+            routes.next_check = usize::MAX;
+            return false;
         }
         let mut counts: IntMap<i32, usize> = IntMap::default();
-        for item in self.store.items(self.tail) {
+        for item in self.table.items(routes.tail) {
             *counts.entry(item.source()).or_default() += 1;
         }
         let mut chosen: Vec<(usize, i32)> = counts
-            .into_iter()
-            .filter(|&(_, count)| count * shape.comm_size > len)
-            .map(|(source, count)| (count, source))
+            .iter()
+            .filter(|&(_, &count)| count * shape.comm_size > len)
+            .map(|(&source, &count)| (count, source))
             .collect();
         chosen.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         chosen.truncate(*budget - 1);
         if chosen.is_empty() {
-            self.next_check = len + shape.theta;
-            return;
+            routes.next_check = len + shape.theta.max(len / 2);
+            return false;
         }
-        let level = self.levels.len() as u32;
-        let first = self.store.add_queues(chosen.len() + 1);
-        self.closed[self.tail as usize] = true;
-        self.closed.resize(self.store.queue_count(), false);
-        self.in_closed += len;
+        let first = self.table.add_queues(chosen.len() + 1);
+        let keys: Vec<(i32, i32)> = self
+            .table
+            .items(routes.tail)
+            .map(|item| (item.source(), item.tag()))
+            .collect();
+        routes.closed[routes.tail as usize] = Some(Filter::new(&keys));
+        routes.closed.resize_with(self.table.queue_count(), || None);
+        routes.in_closed += len;
+        for (source, count) in counts {
+            let route = routes.sources.entry(source).or_default();
+            route.left.push((routes.tail, count));
+        }
         for (i, &(_, source)) in chosen.iter().enumerate() {
-            let queue = first + i as u32;
-            self.partners.insert(source, Partner { queue, level });
+            routes.sources.entry(source).or_default().own = Some(first + i as u32);
         }
-        self.tail = first + chosen.len() as u32;
-        self.levels.push(self.tail);
-        self.next_check = shape.theta;
+        routes.tail = first + chosen.len() as u32;
+        routes.levels += 1;
+        routes.next_check = shape.theta;
         *budget -= chosen.len() + 1;
+        true
     }
 }
 
@@ -241,115 +310,111 @@ pub struct Pnp {
     shape: Shape,
     prq_budget: usize,
     umq_budget: usize,
+    stats: EngineStats,
 }
 
 impl Pnp {
     pub fn new(params: &EngineParams) -> Self {
         let theta = params.theta.max(1);
-        Pnp {
-            prq: Side::new(2, false, theta),
-            umq: Side::new(1, true, theta),
+        let mut pnp = Pnp {
+            prq: Side::new(2, theta),
+            umq: Side::new(1, theta),
             shape: Shape {
                 theta,
                 comm_size: params.comm_size.max(1),
             },
             prq_budget: queue_budget(params.k_p, params.comm_size),
             umq_budget: queue_budget(params.k_p, params.comm_size),
-        }
+            stats: EngineStats::default(),
+        };
+        pnp.count_queues();
+        pnp
     }
 
-    #[inline]
-    fn take_unexpected(
-        &mut self,
-        want: &Pattern,
-        remove: bool,
-        traffic: &mut TrafficStats,
-    ) -> Option<MsgId> {
+    fn count_queues(&mut self) {
+        let queues = self.prq.table.queue_count() + self.umq.table.queue_count();
+        self.stats.set_queues(queues as u64);
+    }
+
+    #[inline(always)]
+    fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
         let hit = |e: &Envelope| want.matches(e);
-        let (found, depth) = if self.umq.store.len() == 0 {
-            (None, 0)
-        } else if want.source == ANY_SOURCE {
-            self.umq.store.find_oldest(hit)
+        let umq = &mut self.umq;
+        let (found, depth) = if want.source == ANY_SOURCE || want.tag == ANY_TAG {
+            umq.table.find_oldest(hit)
         } else {
-            let key = fingerprint(want.source, want.tag);
-            self.umq.find_from(want.source, key, hit)
+            let routes = &umq.routes;
+            let key = (want.source, want.tag);
+            umq.table
+                .search(hit, |table| routes.find_from(table, key, u64::MAX, hit))
         };
-        traffic.umq.record(depth);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
         let at = found?;
-        if !remove {
-            return Some(self.umq.store.entry(at).id);
+        if !taken {
+            return Some(self.umq.table.id(at));
         }
-        traffic.matches += 1;
         Some(self.umq.remove(at))
     }
 }
 
-impl Queues for Pnp {
-    #[inline]
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+impl MatchEngine for Pnp {
+    #[inline(always)]
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true) {
             return Some(msg);
         }
-        self.prq
-            .insert(want, recv, &self.shape, &mut self.prq_budget);
+        if self
+            .prq
+            .insert(want, recv, &self.shape, &mut self.prq_budget)
+        {
+            self.count_queues();
+        }
         None
     }
 
-    #[inline]
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+    #[inline(always)]
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
         let hit = |p: &Pattern| p.matches(&env);
-        // The source's path first: ANY_SOURCE receives only matter if they are older.
-        let key = fingerprint(env.source, env.tag);
-        let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
-        if self.prq.store.queue_len(WILD) > 0 {
-            let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-            let (found, d) = self.prq.store.find(WILD, bound, tag_print(env.tag), hit);
-            depth += d;
-            if found.is_some() {
-                best = found;
-            }
+        let routes = &self.prq.routes;
+        let (found, depth) = self
+            .prq
+            .table
+            .search(hit, |prq| routes.find_posted(prq, &env));
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
+        if let Some(at) = found {
+            return Some(self.prq.remove(at));
         }
-        traffic.prq.record(depth);
-        match best {
-            Some(at) => {
-                traffic.matches += 1;
-                Some(self.prq.remove(at))
-            }
-            None => {
-                traffic.unexpected += 1;
-                self.umq.insert(env, msg, &self.shape, &mut self.umq_budget);
-                None
-            }
+        if self.umq.insert(env, msg, &self.shape, &mut self.umq_budget) {
+            self.count_queues();
         }
+        None
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        self.take_unexpected(&want, remove, traffic)
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.take_unexpected(&want, remove)
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.prq.store.find_id(recv) {
-            Some(at) => {
-                self.prq.remove(at);
-                true
-            }
-            None => false,
-        }
+        let found = self.prq.table.find_id(recv);
+        found.map(|at| self.prq.remove(at)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {
-        (self.prq.store.len(), self.umq.store.len())
+        (self.prq.table.len(), self.umq.table.len())
     }
 
-    fn queues(&self) -> usize {
-        self.prq.store.queue_count() + self.umq.store.queue_count()
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matching::{Class, ANY_TAG};
+    use crate::matching::Class;
 
     fn recv(source: i32, tag: i32) -> Pattern {
         Pattern {
@@ -367,16 +432,30 @@ mod tests {
         }
     }
 
+    /// The queues a search for `source` visits, in order.
+    fn path<T: Element>(side: &Side<T>, source: i32) -> Vec<u32> {
+        let (current, left) = side.routes.route(source);
+        let mut path: Vec<u32> = left.iter().map(|l| l.0).collect();
+        path.push(current);
+        path
+    }
+
+    fn partners<T: Element>(side: &Side<T>) -> Vec<(i32, u32)> {
+        let sources = side.routes.sources.iter();
+        let mut own: Vec<(i32, u32)> = sources.filter_map(|(&s, r)| Some((s, r.own?))).collect();
+        own.sort();
+        own
+    }
+
     /// Paper 004 Fig. 4 with θ = 4 and n = 4 ranks.
     #[test]
-    fn search_order_of_fig_4() {
+    fn queues_and_search_order_of_fig_4() {
         let params = EngineParams {
             comm_size: 4,
             theta: 4,
             ..EngineParams::default()
         };
         let mut pnp = Pnp::new(&params);
-        let mut traffic = TrafficStats::default();
         let posts = [
             // The base queue reaches θ: rank 0 has 3 > 4/4 receives in it and becomes a partner
             // at level 0; rank 2 (one receive) does not.
@@ -395,69 +474,88 @@ mod tests {
             (3, 0),
         ];
         for (id, &(source, tag)) in posts.iter().enumerate() {
-            assert_eq!(pnp.post(recv(source, tag), id as u64, &mut traffic), None);
+            assert_eq!(pnp.post(recv(source, tag), id as u64), None);
         }
         let side = &pnp.prq;
-        let (rank0, rank2) = (side.partner(0).unwrap(), side.partner(2).unwrap());
-        assert_eq!((rank0.level, rank2.level, side.partners.len), (0, 1, 2));
-        let (np0, np1) = (side.levels[0], side.levels[1]);
-        let path = |source| {
-            let (levels, own) = side.path(source);
-            let mut path = vec![BASE];
-            path.extend(levels.iter().chain(own.as_ref()));
-            path
+        let routes = &side.routes;
+        let [(0, rank0), (2, rank2)] = partners(side)[..] else {
+            panic!("partners {:?}", partners(side))
         };
+        assert_eq!(routes.levels, 2);
+        let np0 = rank0 + 1;
+        let np1 = routes.tail;
+        assert_eq!((rank2, np1), (np0 + 1, np0 + 2));
         // Red arrow: a partner searches the base queue, the non-partner queues of the levels
-        // before its own, then its queue.
-        assert_eq!(path(0), [BASE, rank0.queue]);
-        assert_eq!(path(2), [BASE, np0, rank2.queue]);
-        // Green arrows: a non-partner searches the base queue and every non-partner queue.
-        assert_eq!(path(1), [BASE, np0, np1]);
-        assert_eq!(path(3), [BASE, np0, np1]);
+        // before its own, then its queue; the green arrows of non-partners go through every
+        // non-partner queue. Queues without elements from the source are left out.
+        assert_eq!(path(side, 0), [BASE, rank0]);
+        assert_eq!(path(side, 2), [BASE, np0, rank2]);
+        assert_eq!(path(side, 1), [np0, np1]);
+        assert_eq!(path(side, 3), [np1]);
         assert_eq!(
-            [BASE, np0, np1, rank0.queue, rank2.queue].map(|q| side.store.queue_len(q)),
+            [BASE, np0, np1, rank0, rank2].map(|q| side.table.queue_len(q)),
             [4, 4, 1, 1, 1]
         );
 
-        // Rank 0's newest receive: the whole base queue, then the first of its own queue.
-        assert_eq!(pnp.arrive(msg(0, 3), 100, &mut traffic), Some(8));
-        assert_eq!(traffic.prq.depth_max, 5);
+        // Rank 0's newest receive: its sub-queue in the base queue, then its own queue.
+        assert_eq!(pnp.arrive(msg(0, 3), 100), Some(8));
         // Rank 2's receives match in posting order across base, level 0 and its own queue.
         for id in [3, 4, 5, 7, 9] {
-            assert_eq!(pnp.arrive(msg(2, 7), 100, &mut traffic), Some(id));
+            assert_eq!(pnp.arrive(msg(2, 7), 100), Some(id));
         }
         assert_eq!(pnp.queued(), (5, 0));
 
-        // Once the base queue and level 0's non-partner queue are drained, a search looks in
-        // one queue: the newest non-partner queue for rank 3.
-        assert_eq!(pnp.prq.in_closed, 4);
+        // Once the closed queues are drained, a search looks in one queue.
+        assert_eq!(pnp.prq.routes.in_closed, 4);
         for (source, tag, id) in [(0, 0, 0), (0, 2, 2), (0, 1, 1), (1, 0, 6)] {
-            assert_eq!(pnp.arrive(msg(source, tag), 100, &mut traffic), Some(id));
+            assert_eq!(pnp.arrive(msg(source, tag), 100), Some(id));
         }
-        assert_eq!(pnp.prq.in_closed, 0);
-        let mut last = TrafficStats::default();
-        assert_eq!(pnp.arrive(msg(3, 0), 100, &mut last), Some(10));
-        assert_eq!(last.prq.depth_total, 1);
+        let routes = &pnp.prq.routes;
+        assert_eq!(routes.in_closed, 0);
+        assert_eq!(partners(&pnp.prq).len(), routes.sources.len());
+        assert_eq!(path(&pnp.prq, 3), [np1]);
+        assert_eq!(pnp.arrive(msg(3, 0), 100), Some(10));
+    }
+
+    /// One source, many tags in reverse: the partner's sub-queues keep every search short (a
+    /// list inspects 1000 elements per search here). While the first θ receives, left in the
+    /// closed base queue, are queued, a search also looks in its sub-queue there, which holds
+    /// another tag's element about as often as the buckets are full.
+    #[test]
+    fn one_source_with_many_tags_searches_one_sub_queue() {
+        let params = EngineParams {
+            comm_size: 16,
+            ..EngineParams::default()
+        };
+        let mut pnp = Pnp::new(&params);
+        for tag in 0..2000 {
+            pnp.post(recv(3, tag), tag as u64);
+        }
+        assert_eq!(partners(&pnp.prq).len(), 1);
+        for tag in (0..2000).rev() {
+            assert_eq!(pnp.arrive(msg(3, tag), 0), Some(tag as u64));
+        }
+        let prq = pnp.stats().point_to_point.prq;
+        assert!(prq.mean() < 2.0, "mean depth {}", prq.mean());
     }
 
     #[test]
     fn any_source_receives_match_by_tag_in_posting_order() {
         let mut pnp = Pnp::new(&EngineParams::default());
-        let mut traffic = TrafficStats::default();
         for tag in 0..50 {
-            pnp.post(recv(ANY_SOURCE, tag), tag as u64, &mut traffic);
+            pnp.post(recv(ANY_SOURCE, tag), tag as u64);
             if tag == 20 {
-                pnp.post(recv(ANY_SOURCE, ANY_TAG), 100, &mut traffic);
+                pnp.post(recv(ANY_SOURCE, ANY_TAG), 100);
             }
         }
-        pnp.post(recv(3, 45), 101, &mut traffic);
+        pnp.post(recv(3, 45), 101);
         // Tags before the ANY_TAG receive match their own receive.
-        assert_eq!(pnp.arrive(msg(3, 7), 0, &mut traffic), Some(7));
+        assert_eq!(pnp.arrive(msg(3, 7), 0), Some(7));
         // Later tags meet the ANY_TAG receive first, then their own, then the source's.
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(100));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(45));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(101));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), None);
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(100));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(45));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(101));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), None);
         assert_eq!(pnp.queued(), (48, 1));
     }
 
@@ -471,13 +569,12 @@ mod tests {
             ..EngineParams::default()
         };
         let mut pnp = Pnp::new(&params);
-        let mut traffic = TrafficStats::default();
         for id in 0..400u64 {
             let source = (id % 16) as i32;
-            pnp.arrive(msg(source, 0), id, &mut traffic);
+            pnp.arrive(msg(source, 0), id);
         }
-        assert_eq!(pnp.umq.partners.len, 3);
-        assert_eq!(pnp.queues(), 3 + 4);
+        assert_eq!(partners(&pnp.umq).len(), 3);
+        assert_eq!(pnp.stats().queues, 3 + 4);
         assert_eq!(pnp.umq_budget, 0);
     }
 }

@@ -134,13 +134,37 @@ pub(crate) fn check_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
     }
 }
 
+/// Every engine, once per vector width this CPU has for those that scan with vectors (the
+/// portable fallback included), built with `params`.
+fn every_engine(
+    params: &EngineParams,
+) -> impl Iterator<Item = (EngineKind, Box<dyn MatchEngine>)> + '_ {
+    let vectors = [
+        EngineKind::Col,
+        EngineKind::ColPnp,
+        EngineKind::ColList,
+        EngineKind::Batch,
+        EngineKind::Fuzzy,
+    ];
+    EngineKind::ALL.iter().flat_map(move |&kind| {
+        let widths: Vec<Simd> = if vectors.contains(&kind) {
+            Simd::available_all().collect()
+        } else {
+            vec![params.simd]
+        };
+        widths.into_iter().map(move |simd| {
+            let params = EngineParams { simd, ..*params };
+            (kind, build_engine(kind, &params))
+        })
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn every_engine_matches_like_one_ordered_list(ops in ops(200)) {
-        for &kind in EngineKind::ALL {
-            let mut engine = build_engine(kind, &params(SOURCES as usize));
+        for (_, mut engine) in every_engine(&params(SOURCES as usize)) {
             check_against_model(engine.as_mut(), &ops);
         }
     }
@@ -271,6 +295,7 @@ fn small_params() -> impl Strategy<Value = EngineParams> {
                 k_p,
                 adaptive_depth,
                 adaptive_window,
+                simd: Simd::detect(),
             },
         )
 }
@@ -290,8 +315,7 @@ proptest! {
 
     #[test]
     fn every_engine_matches_like_one_ordered_list_past_its_thresholds((params, ops) in small_case()) {
-        for &kind in EngineKind::ALL {
-            let mut engine = build_engine(kind, &params);
+        for (_, mut engine) in every_engine(&params) {
             check_against_model(engine.as_mut(), &ops);
         }
     }
@@ -301,8 +325,10 @@ proptest! {
         posts in prop::collection::vec(pattern(), 0..300),
         burst in prop::collection::vec(envelope(), 0..300),
         after in ops(60),
+        width in 0usize..4,
     ) {
-        let mut batch = BatchEngine::new();
+        let simd = Simd::ALL[width].usable();
+        let mut batch = BatchEngine::new(simd);
         let mut list = ListEngine::new();
         for (id, &want) in posts.iter().enumerate() {
             prop_assert_eq!(batch.post(want, id as u64), list.post(want, id as u64));
@@ -331,7 +357,7 @@ proptest! {
 
 #[test]
 fn every_name_parses_back() {
-    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch";
+    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, fuzzy";
     assert_eq!(EngineKind::accepted(), names);
     for &kind in EngineKind::ALL {
         assert_eq!(EngineKind::parse(kind.name()), Some(kind));

@@ -2,27 +2,27 @@
 //! their own, which never share an element since the two never match.
 
 use super::{EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
+use std::cell::OnceCell;
 
 /// Point-to-point traffic to `P`, collective traffic to `C`.
 pub struct Split<P, C> {
     p2p: P,
     coll: C,
-    /// Each part's counters of its own traffic type, and the queues of both.
-    stats: EngineStats,
+    /// Both parts' counters, merged when asked for and forgotten by the next operation: copying
+    /// them on every operation cost more than the operation's own counting.
+    merged: OnceCell<EngineStats>,
 }
 
 impl<P: MatchEngine, C: MatchEngine> Split<P, C> {
     pub fn new(p2p: P, coll: C) -> Self {
-        let mut split = Split {
+        Split {
             p2p,
             coll,
-            stats: EngineStats::default(),
-        };
-        split.count_queues();
-        split
+            merged: OnceCell::new(),
+        }
     }
 
-    /// Runs `p2p` or `coll` on its part, then copies that part's counters.
+    /// Runs `p2p` or `coll` on its part.
     #[inline(always)]
     fn route<R>(
         &mut self,
@@ -30,24 +30,11 @@ impl<P: MatchEngine, C: MatchEngine> Split<P, C> {
         p2p: impl FnOnce(&mut P) -> R,
         coll: impl FnOnce(&mut C) -> R,
     ) -> R {
-        let found = if collective {
-            let found = coll(&mut self.coll);
-            self.stats.collective = self.coll.stats().collective;
-            found
+        self.merged.take();
+        if collective {
+            coll(&mut self.coll)
         } else {
-            let found = p2p(&mut self.p2p);
-            self.stats.point_to_point = self.p2p.stats().point_to_point;
-            found
-        };
-        self.count_queues();
-        found
-    }
-
-    #[inline(always)]
-    fn count_queues(&mut self) {
-        let queues = self.p2p.stats().queues + self.coll.stats().queues;
-        if queues != self.stats.queues {
-            self.stats.set_queues(queues);
+            p2p(&mut self.p2p)
         }
     }
 }
@@ -75,6 +62,7 @@ impl<P: MatchEngine, C: MatchEngine> MatchEngine for Split<P, C> {
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
+        self.merged.take();
         self.p2p.cancel(recv) || self.coll.cancel(recv)
     }
 
@@ -84,7 +72,17 @@ impl<P: MatchEngine, C: MatchEngine> MatchEngine for Split<P, C> {
         (p + cp, u + cu)
     }
 
+    /// Each part's counters of its traffic type. The parts never release queues, so the sum of
+    /// their maxima is the most both held at once.
     fn stats(&self) -> &EngineStats {
-        &self.stats
+        self.merged.get_or_init(|| {
+            let (p2p, coll) = (self.p2p.stats(), self.coll.stats());
+            EngineStats {
+                point_to_point: p2p.point_to_point,
+                collective: coll.collective,
+                queues: p2p.queues + coll.queues,
+                queues_max: p2p.queues_max + coll.queues_max,
+            }
+        })
     }
 }

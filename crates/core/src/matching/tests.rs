@@ -237,6 +237,49 @@ fn collective_elements_never_match_point_to_point_receives() {
 }
 
 #[test]
+fn split_engines_count_each_traffic_type_in_its_part() {
+    let params = params(8);
+    let mut split = build_engine(EngineKind::ColPnp, &params);
+    let (mut p2p, mut coll) = (
+        build_engine(EngineKind::Pnp, &params),
+        build_engine(EngineKind::Col, &params),
+    );
+    let collective = Class::Collective {
+        kind: 1,
+        size_class: 0,
+    };
+    for i in 0..300 {
+        let (source, tag) = ((i % 7) as i32, (i % 5) as i32);
+        let class = if i % 3 == 0 {
+            collective
+        } else {
+            Class::PointToPoint
+        };
+        let part = if class.is_collective() {
+            &mut coll
+        } else {
+            &mut p2p
+        };
+        let want = Pattern { source, tag, class };
+        let env = Envelope {
+            source: (i % 6) as i32,
+            tag,
+            class,
+        };
+        if i % 4 == 1 {
+            assert_eq!(split.arrive(env, i), part.arrive(env, i));
+        } else {
+            assert_eq!(split.post(want, i), part.post(want, i));
+        }
+        // Read between operations: the counters follow every one of them.
+        let stats = *split.stats();
+        assert_eq!(stats.point_to_point, p2p.stats().point_to_point);
+        assert_eq!(stats.collective, coll.stats().collective);
+        assert_eq!(stats.queues, p2p.stats().queues + coll.stats().queues);
+    }
+}
+
+#[test]
 fn search_depth_counts_inspected_elements() {
     let mut engine = ListEngine::new();
     for tag in 0..4 {

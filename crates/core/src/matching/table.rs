@@ -72,11 +72,12 @@ pub(super) struct Table<T> {
     grow: bool,
 }
 
-/// The bucket of (queue, source, tag) among `1 << bits`; a queue number moves its keys far from
-/// another queue's.
+/// The bucket of (queue, source, tag) among `1 << bits`. The queue enters hashed: queue numbers
+/// follow sources (a partner's queue), and a plain sum of the two lined up many keys in few
+/// buckets.
 #[inline(always)]
 fn bucket(bits: u32, queue: u32, source: i32, tag: i32) -> usize {
-    let key = source_tag(source, tag) ^ ((queue as u64) << 48);
+    let key = source_tag(source, tag) ^ spread(queue as u64);
     // Two shifts: one bucket (bits = 0) takes none of the bits.
     ((spread(key) >> 1) >> (63 - bits)) as usize
 }

@@ -1,7 +1,7 @@
 //! `fuzzy`: one list per side, in blocks of 32 elements whose hashed 16-bit keys are compared 32
 //! at a time, each candidate then verified (Dosanjh et al., CCGrid 2019; the `custommatch`
 //! engines of Open MPI's ob1). A search costs two bytes per element passed, a removal leaves a
-//! hole in its block, and a block is unlinked once empty.
+//! hole in its block, and a block is unlinked once empty (the last one is reused in place).
 
 use super::store::fingerprint;
 use super::{
@@ -123,15 +123,19 @@ impl<T: Copy> Side<T> {
         block.live &= !(1 << at.slot);
         self.len -= 1;
         let id = block.entries[at.slot].1;
-        // An empty block that can take no more elements leaves the list.
-        if block.live == 0 && (block.used == BLOCK || self.len == 0) {
+        if block.live != 0 {
+            return id;
+        }
+        if block.next.is_none() {
+            // The last block is emptied in place and takes the next elements.
+            block.keys.0[..block.used].fill(HOLE);
+            block.used = 0;
+        } else {
+            // Any other empty block leaves the list; the slab keeps its memory.
             let next = block.next;
             match at.prev {
                 Some(prev) => self.blocks[prev].next = next,
                 None => self.head = next,
-            }
-            if next.is_none() {
-                self.tail = at.prev;
             }
             self.blocks.remove(at.block);
         }
@@ -241,5 +245,63 @@ impl MatchEngine for Fuzzy {
 
     fn stats(&self) -> &EngineStats {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matching::Class;
+
+    fn msg(source: i32, tag: i32) -> Envelope {
+        Envelope {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        }
+    }
+
+    fn recv(tag: i32) -> Pattern {
+        Pattern {
+            source: 1,
+            tag,
+            class: Class::PointToPoint,
+        }
+    }
+
+    /// Across blocks, at every width: the earliest match, depth counting only live elements
+    /// passed, emptied blocks unlinked and the last one reused.
+    #[test]
+    fn blocks_match_in_order_and_count_live_elements() {
+        for simd in Simd::available_all() {
+            let mut fuzzy = Fuzzy::new(simd);
+            for tag in 0..100 {
+                assert_eq!(fuzzy.post(recv(tag % 50), tag as u64), None);
+            }
+            assert_eq!(fuzzy.prq.blocks.len(), 4);
+            // Tag 49 twice: the first in block 1 behind 49 live elements, then the second.
+            assert_eq!(fuzzy.arrive(msg(1, 49), 0), Some(49));
+            assert_eq!(fuzzy.stats().point_to_point.prq.depth_max, 50);
+            assert_eq!(fuzzy.arrive(msg(1, 49), 0), Some(99));
+            assert_eq!(fuzzy.stats().point_to_point.prq.depth_total, 50 + 99);
+            // Emptying the first block unlinks it.
+            for tag in 0..32 {
+                assert_eq!(fuzzy.arrive(msg(1, tag), 0), Some(tag as u64));
+            }
+            assert_eq!(fuzzy.prq.blocks.len(), 3);
+            for tag in (32..49).chain(0..49) {
+                assert!(
+                    fuzzy.arrive(msg(1, tag % 50), 0).is_some(),
+                    "{simd:?} {tag}"
+                );
+            }
+            assert_eq!((fuzzy.queued(), fuzzy.prq.blocks.len()), ((0, 0), 1));
+            assert_eq!(fuzzy.post(recv(7), 5), None);
+            assert_eq!(
+                fuzzy.prq.blocks.len(),
+                1,
+                "the emptied last block is reused"
+            );
+        }
     }
 }

@@ -1,24 +1,19 @@
 //! Hash bins keyed on (source, tag) (Flajslik et al.), and `adaptive`: the same structure kept at
 //! one bin (a list) while searches are short.
 
-use super::table::{Loc, Table};
-use super::{
-    wild_shape, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId,
-    ANY_SOURCE, ANY_TAG,
-};
+use super::table::Table;
+use super::{EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
 
 /// Posted receives sit in the bin of their (source, tag) as written, wildcards included, so an
 /// arrival looks in at most four bins, (s,t), (ANY,t), (s,ANY) and (ANY,ANY), the last three only
 /// while receives of that shape are queued; sequence numbers pick the earliest, and each bin is
 /// searched only up to the best candidate so far. Unexpected messages sit in the bin of their
-/// (source, tag); a wildcard receive or probe walks the arrival-ordered chain of all of them,
-/// which costs what a list costs instead of a visit to every bin. The bins double whenever a
-/// side holds more elements than it has bins, so a bin holds about one element.
+/// (source, tag); a wildcard receive or probe walks the arrival order of all of them, which
+/// costs what a list costs instead of a visit to every bin. The bins double whenever a side
+/// holds more elements than it has bins, so a bin holds about one element (`Table`).
 pub struct Bins {
     prq: Table<Pattern>,
     umq: Table<Envelope>,
-    /// Posted receives with ANY_SOURCE only, with ANY_TAG only, and with both.
-    wild: [usize; 3],
     stats: EngineStats,
 }
 
@@ -29,7 +24,6 @@ impl Bins {
         let mut engine = Bins {
             prq: Table::new(1, bins, grow),
             umq: Table::new(1, bins, grow),
-            wild: [0; 3],
             stats: EngineStats::default(),
         };
         engine.count_queues();
@@ -56,14 +50,7 @@ impl Bins {
 
     #[inline(always)]
     fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
-        let hit = |e: &Envelope| want.matches(e);
-        let (found, depth) = if want.source == ANY_SOURCE || want.tag == ANY_TAG {
-            self.umq.find_oldest(hit)
-        } else {
-            let (source, tag) = (want.source, want.tag);
-            self.umq
-                .search(hit, |umq| umq.find(0, source, tag, u64::MAX, hit))
-        };
+        let (found, depth) = self.umq.find_unexpected(want);
         let taken = remove && found.is_some();
         self.stats.traffic(want.class).lookup(depth, taken);
         self.count_queues();
@@ -73,57 +60,6 @@ impl Bins {
         }
         Some(self.umq.remove(at).0)
     }
-
-    /// The earliest posted receive that fits `env`, from the bins it may be in (`wild` counts
-    /// the receives of each wildcard shape).
-    #[inline(always)]
-    fn find_posted(prq: &Table<Pattern>, wild: [usize; 3], env: &Envelope) -> (Option<Loc>, usize) {
-        let hit = |p: &Pattern| p.matches(env);
-        let (mut best, mut depth) = prq.find(0, env.source, env.tag, u64::MAX, hit);
-        if wild == [0; 3] {
-            return (best, depth);
-        }
-        let mut bound = best.map_or(u64::MAX, |at| prq.seq(at));
-        let shapes = [
-            (ANY_SOURCE, env.tag),
-            (env.source, ANY_TAG),
-            (ANY_SOURCE, ANY_TAG),
-        ];
-        let mut searched = [
-            prq.bucket_of(0, env.source, env.tag),
-            usize::MAX,
-            usize::MAX,
-        ];
-        for (i, &(source, tag)) in shapes.iter().enumerate() {
-            if wild[i] == 0 {
-                continue;
-            }
-            // A bin searched already for another shape holds nothing older that fits.
-            let bin = prq.bucket_of(0, source, tag);
-            if searched.contains(&bin) {
-                continue;
-            }
-            if i < 2 {
-                searched[i + 1] = bin;
-            }
-            let (found, d) = prq.find(0, source, tag, bound, hit);
-            depth += d;
-            if let Some(at) = found {
-                bound = prq.seq(at);
-                best = found;
-            }
-        }
-        (best, depth)
-    }
-
-    #[inline(always)]
-    fn remove_posted(&mut self, at: Loc) -> RecvId {
-        let want = *self.prq.get(at).0;
-        if let Some(shape) = wild_shape(want.source, want.tag) {
-            self.wild[shape] -= 1;
-        }
-        self.prq.remove(at).0
-    }
 }
 
 impl MatchEngine for Bins {
@@ -132,26 +68,19 @@ impl MatchEngine for Bins {
         if let Some(msg) = self.take_unexpected(&want, true) {
             return Some(msg);
         }
-        if let Some(shape) = wild_shape(want.source, want.tag) {
-            self.wild[shape] += 1;
-        }
         self.prq.push(0, want, recv);
         None
     }
 
     #[inline(always)]
     fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
-        let wild = self.wild;
-        let hit = |p: &Pattern| p.matches(&env);
-        let (found, depth) = self
-            .prq
-            .search(hit, |prq| Self::find_posted(prq, wild, &env));
+        let (found, depth) = self.prq.find_posted(&env);
         self.stats
             .traffic(env.class)
             .arrival(depth, found.is_some());
         self.count_queues();
         match found {
-            Some(at) => Some(self.remove_posted(at)),
+            Some(at) => Some(self.prq.remove(at).0),
             None => {
                 self.umq.push(0, env, msg);
                 None
@@ -165,7 +94,7 @@ impl MatchEngine for Bins {
 
     fn cancel(&mut self, recv: RecvId) -> bool {
         let found = self.prq.find_id(recv);
-        found.map(|at| self.remove_posted(at)).is_some()
+        found.map(|at| self.prq.remove(at)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {

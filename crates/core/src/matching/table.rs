@@ -3,11 +3,11 @@
 //!
 //! Elements sit in one array in insertion order, so a post writes at the end of it and the array
 //! itself is the arrival order that wildcard searches walk; an element's sequence number is its
-//! place in the array. Each element is also chained into a bucket of (queue, source, tag): a
-//! queue is split into sub-queues by a hash of what its elements ask for, and the buckets of all
-//! queues share one array, doubled whenever the table holds more elements than buckets, so a
-//! sub-queue holds about one element at any length. Chains are in sequence order, so the first
-//! element of a chain that fits is the earliest.
+//! place in the array. Each element also belongs to a queue (the engine's) and is chained into
+//! the bucket of its (source, tag) as written, wildcards included: the sub-queues. The buckets
+//! double whenever the table holds more elements than buckets, so a sub-queue holds about one
+//! element at any length. Chains are in sequence order, so the first element of a chain that
+//! fits is the earliest, whichever queues the chain runs through.
 //!
 //! Elements are chained lazily: a post only appends, and the first search that needs the
 //! buckets chains what was posted since. While searches keep finding the oldest element, it is
@@ -18,7 +18,7 @@
 //! an array that is full and at least half holes is squeezed before it grows. Steady traffic
 //! allocates nothing, and memory follows the peak queue lengths.
 
-use super::{source_tag, spread, Element};
+use super::{source_tag, spread, wild_shape, Element, Envelope, Pattern, ANY_SOURCE, ANY_TAG};
 
 const NIL: u32 = u32::MAX;
 /// The queue of a removed element.
@@ -66,20 +66,19 @@ pub(super) struct Table<T> {
     live: usize,
     /// Elements per queue.
     lens: Vec<usize>,
+    /// Elements with ANY_SOURCE only, with ANY_TAG only, and with both (`wild_shape`).
+    wild: [usize; 3],
     buckets: Vec<Bucket>,
     /// log2 of the bucket count.
     bits: u32,
     grow: bool,
 }
 
-/// The bucket of (queue, source, tag) among `1 << bits`. The queue enters hashed: queue numbers
-/// follow sources (a partner's queue), and a plain sum of the two lined up many keys in few
-/// buckets.
+/// The bucket of (source, tag) among `1 << bits`.
 #[inline(always)]
-fn bucket(bits: u32, queue: u32, source: i32, tag: i32) -> usize {
-    let key = source_tag(source, tag) ^ spread(queue as u64);
+fn bucket(bits: u32, source: i32, tag: i32) -> usize {
     // Two shifts: one bucket (bits = 0) takes none of the bits.
-    ((spread(key) >> 1) >> (63 - bits)) as usize
+    ((spread(source_tag(source, tag)) >> 1) >> (63 - bits)) as usize
 }
 
 impl<T: Element> Table<T> {
@@ -95,6 +94,7 @@ impl<T: Element> Table<T> {
             in_order: true,
             live: 0,
             lens: vec![0; queues],
+            wild: [0; 3],
             buckets: vec![EMPTY; 1 << bits],
             bits,
             grow,
@@ -124,12 +124,6 @@ impl<T: Element> Table<T> {
         self.buckets.len()
     }
 
-    /// The bucket (queue, source, tag) as written hashes to.
-    #[inline(always)]
-    pub fn bucket_of(&self, queue: u32, source: i32, tag: i32) -> usize {
-        bucket(self.bits, queue, source, tag)
-    }
-
     #[inline(always)]
     fn node(&self, seq: u32) -> &Node<T> {
         &self.nodes[seq.wrapping_sub(self.base) as usize]
@@ -151,18 +145,14 @@ impl<T: Element> Table<T> {
         self.node(at.seq).id
     }
 
-    /// The element at `at` and its queue.
-    #[inline(always)]
-    pub fn get(&self, at: Loc) -> (&T, u32) {
-        let node = self.node(at.seq);
-        (&node.item, node.queue)
-    }
-
     /// Appends `item` to `queue`; it is the newest element.
     #[inline(always)]
     pub fn push(&mut self, queue: u32, item: T, id: u64) {
         if self.nodes.len() == self.nodes.capacity() {
             self.make_room();
+        }
+        if let Some(wild) = wild_shape(item.source(), item.tag()) {
+            self.wild[wild] += 1;
         }
         self.nodes.push(Node {
             item,
@@ -183,7 +173,7 @@ impl<T: Element> Table<T> {
         }
         // The oldest element heads its chain.
         let bucket = if self.front < self.chained {
-            bucket(self.bits, node.queue, node.item.source(), node.item.tag()) as u32
+            bucket(self.bits, node.item.source(), node.item.tag()) as u32
         } else {
             NIL
         };
@@ -250,7 +240,7 @@ impl<T: Element> Table<T> {
             return;
         }
         node.next = NIL;
-        let b = bucket(self.bits, node.queue, node.item.source(), node.item.tag());
+        let b = bucket(self.bits, node.item.source(), node.item.tag());
         let seq = self.base.wrapping_add(index as u32);
         match self.buckets[b].tail {
             NIL => self.buckets[b].head = seq,
@@ -265,7 +255,11 @@ impl<T: Element> Table<T> {
         let Loc { seq, prev, bucket } = at;
         let node = self.node_mut(seq);
         let (next, id, queue) = (node.next, node.id, node.queue);
+        let shape = wild_shape(node.item.source(), node.item.tag());
         node.queue = HOLE;
+        if let Some(wild) = shape {
+            self.wild[wild] -= 1;
+        }
         if bucket != NIL {
             match prev {
                 NIL => self.buckets[bucket as usize].head = next,
@@ -291,25 +285,24 @@ impl<T: Element> Table<T> {
         (id, queue)
     }
 
-    /// The earliest element of `queue` in the bucket of (`source`, `tag`) older than `bound`
-    /// that `hit` accepts, and how many elements were inspected. Needs `chain` first.
+    /// The earliest element in the bucket of (`source`, `tag`) older than `bound` that `hit`
+    /// accepts, and how many elements were inspected. Needs `chain` first.
     #[inline(always)]
     pub fn find(
         &self,
-        queue: u32,
         source: i32,
         tag: i32,
         bound: u64,
         hit: impl Fn(&T) -> bool,
     ) -> (Option<Loc>, usize) {
         debug_assert_eq!(self.chained, self.nodes.len(), "find before chain");
-        let b = bucket(self.bits, queue, source, tag);
+        let b = bucket(self.bits, source, tag);
         let (mut seq, mut prev) = (self.buckets[b].head, NIL);
         let mut depth = 0;
         while seq != NIL && (seq as u64) < bound {
             let node = self.node(seq);
             depth += 1;
-            if node.queue == queue && hit(&node.item) {
+            if hit(&node.item) {
                 let at = Loc {
                     seq,
                     prev,
@@ -356,7 +349,7 @@ impl<T: Element> Table<T> {
                 bucket,
             };
         }
-        let b = bucket(self.bits, node.queue, node.item.source(), node.item.tag());
+        let b = bucket(self.bits, node.item.source(), node.item.tag());
         let mut prev = NIL;
         let mut at = self.buckets[b].head;
         while at != seq {
@@ -426,6 +419,64 @@ impl<T: Element> Table<T> {
     }
 }
 
+impl Table<Pattern> {
+    /// The earliest posted receive that fits `env`, and the search depth.
+    #[inline(always)]
+    pub fn find_posted(&mut self, env: &Envelope) -> (Option<Loc>, usize) {
+        self.search(|p| p.matches(env), |prq| prq.find_posted_chains(env))
+    }
+
+    /// `find_posted` in the chains: the sub-queue of (source, tag), then those of the wildcard
+    /// shapes with receives queued, each searched only for something older than the best so
+    /// far; a bucket searched already for another shape holds nothing older that fits.
+    #[inline(always)]
+    fn find_posted_chains(&self, env: &Envelope) -> (Option<Loc>, usize) {
+        let hit = |p: &Pattern| p.matches(env);
+        let (mut best, mut depth) = self.find(env.source, env.tag, u64::MAX, hit);
+        if self.wild == [0; 3] {
+            return (best, depth);
+        }
+        let shapes = [
+            (ANY_SOURCE, env.tag),
+            (env.source, ANY_TAG),
+            (ANY_SOURCE, ANY_TAG),
+        ];
+        let mut searched = [
+            bucket(self.bits, env.source, env.tag),
+            usize::MAX,
+            usize::MAX,
+        ];
+        for (i, &(source, tag)) in shapes.iter().enumerate() {
+            let b = bucket(self.bits, source, tag);
+            if self.wild[i] == 0 || searched.contains(&b) {
+                continue;
+            }
+            searched[(i + 1).min(2)] = b;
+            let bound = best.map_or(u64::MAX, |at| self.seq(at));
+            let (found, d) = self.find(source, tag, bound, hit);
+            depth += d;
+            if found.is_some() {
+                best = found;
+            }
+        }
+        (best, depth)
+    }
+}
+
+impl Table<Envelope> {
+    /// The earliest unexpected message that fits `want`, and the search depth: by its
+    /// sub-queue, or for a wildcard receive along the arrival order.
+    #[inline(always)]
+    pub fn find_unexpected(&mut self, want: &Pattern) -> (Option<Loc>, usize) {
+        let hit = |e: &Envelope| want.matches(e);
+        if want.source == ANY_SOURCE || want.tag == ANY_TAG {
+            return self.find_oldest(hit);
+        }
+        let (source, tag) = (want.source, want.tag);
+        self.search(hit, |umq| umq.find(source, tag, u64::MAX, hit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,10 +490,11 @@ mod tests {
         }
     }
 
-    fn take(table: &mut Table<Envelope>, queue: u32, want: Envelope) -> u64 {
+    /// Removes the earliest `want`, in whichever queue: (id, queue).
+    fn take(table: &mut Table<Envelope>, want: Envelope) -> (u64, u32) {
         table.chain();
-        let (at, _) = table.find(queue, want.source, want.tag, u64::MAX, |&e| e == want);
-        table.remove(at.expect("queued")).0
+        let (at, _) = table.find(want.source, want.tag, u64::MAX, |&e| e == want);
+        table.remove(at.expect("queued"))
     }
 
     /// Removals in every order leave holes; dropped fronts and squeezes keep every chain and
@@ -466,13 +518,11 @@ mod tests {
                 (0..queued.len()).step_by(3).rev().collect()
             };
             for i in picks {
-                let (queue, env, _) = queued[i];
-                // The earliest with the same queue and envelope goes.
-                let first = queued
-                    .iter()
-                    .position(|&(q, e, _)| q == queue && e == env)
-                    .unwrap();
-                assert_eq!(take(&mut table, queue, env), queued.remove(first).2);
+                let env = queued[i].1;
+                // The earliest with the same envelope goes, from its queue.
+                let first = queued.iter().position(|&(_, e, _)| e == env).unwrap();
+                let (queue, _, id) = queued.remove(first);
+                assert_eq!(take(&mut table, env), (id, queue));
             }
             assert_eq!(table.len(), queued.len());
             let oldest = table.find_oldest(|_| true).0.map(|at| table.id(at));
@@ -488,7 +538,7 @@ mod tests {
         );
         // Drained, the table starts its sequence numbers over.
         for (queue, env, id) in std::mem::take(&mut queued) {
-            assert_eq!(take(&mut table, queue, env), id);
+            assert_eq!(take(&mut table, env), (id, queue));
         }
         assert_eq!((table.len(), table.nodes.len(), table.base), (0, 0, 0));
     }
@@ -506,7 +556,7 @@ mod tests {
         for tag in 0..7 {
             let ids: Vec<u64> = (0..100).filter(|id| id % 7 == tag as u64).collect();
             for id in ids {
-                assert_eq!(take(&mut table, 0, msg(1, tag)), id);
+                assert_eq!(take(&mut table, msg(1, tag)), (id, 0));
             }
         }
     }

@@ -18,6 +18,23 @@ use crate::mpi::{self, abi, empty_status, store_status, store_status_with_error,
 use std::os::raw::c_int;
 use std::sync::Arc;
 
+/// Runs a multiple-completion call of MPI's on `statuses[..n]` and puts back the `MPI_ERROR`
+/// fields it wrote unless it returned `MPI_ERR_IN_STATUS` (MPICH and Open MPI write them on
+/// success too).
+unsafe fn keeping_errors(statuses: *mut MPI_Status, n: usize, call: impl FnOnce() -> Code) -> Code {
+    if statuses == abi().statuses_ignore || statuses.is_null() {
+        return call();
+    }
+    let errors: Vec<c_int> = (0..n).map(|i| (*statuses.add(i)).MPI_ERROR).collect();
+    let code = call();
+    if code != abi().err_in_status {
+        for (i, &error) in errors.iter().enumerate() {
+            (*statuses.add(i)).MPI_ERROR = error;
+        }
+    }
+    code
+}
+
 /// `statuses[i]`, or `MPI_STATUS_IGNORE` when the user ignores statuses.
 unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
     if statuses == abi().statuses_ignore || statuses.is_null() {
@@ -225,11 +242,13 @@ impl Runtime {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
         let Some((entries, mut view)) = self.split(reqs) else {
-            return Ok(if blocking {
-                PMPI_Waitall(count, requests, statuses)
-            } else {
-                PMPI_Testall(count, requests, flag, statuses)
-            });
+            return Ok(keeping_errors(statuses, n, || {
+                if blocking {
+                    PMPI_Waitall(count, requests, statuses)
+                } else {
+                    PMPI_Testall(count, requests, flag, statuses)
+                }
+            }));
         };
         let mut done = 0;
         let mut mpi_code = abi().success;
@@ -247,7 +266,9 @@ impl Runtime {
                 }
                 None => unfinished = entries.len(),
             }
-            mpi_code = PMPI_Testall(count, view.as_mut_ptr(), &mut done, statuses);
+            mpi_code = keeping_errors(statuses, n, || {
+                PMPI_Testall(count, view.as_mut_ptr(), &mut done, statuses)
+            });
             done != 0 || (mpi_code != abi().success && mpi_code != abi().err_in_status)
         };
         if blocking {
@@ -391,11 +412,13 @@ impl Runtime {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
         let Some((entries, mut view)) = self.split(reqs) else {
-            return Ok(if blocking {
-                PMPI_Waitsome(count, requests, outcount, indices, statuses)
-            } else {
-                PMPI_Testsome(count, requests, outcount, indices, statuses)
-            });
+            return Ok(keeping_errors(statuses, n, || {
+                if blocking {
+                    PMPI_Waitsome(count, requests, outcount, indices, statuses)
+                } else {
+                    PMPI_Testsome(count, requests, outcount, indices, statuses)
+                }
+            }));
         };
         let mut mpi_indices = vec![0 as c_int; n];
         let mut mpi_statuses = vec![mpi::zeroed_status(); n];

@@ -7,6 +7,8 @@ pub mod clock;
 pub mod comm;
 pub mod complete;
 pub mod p2p;
+#[cfg(mpi4)]
+mod pair;
 pub mod recv;
 pub mod report;
 pub mod request;

@@ -143,7 +143,7 @@ build() {
     src=$(source_of "$prog")
     case "$src" in
         *.c) "$(mpicc_for "$mpi")" -O2 -Wall -pthread -o "$out" "$src" ;;
-        *.f90) (cd "target/ld-preload-tests/$mpi" && "mpif90.$mpi" -O1 -o "$prog" "$ROOT/$src") ;;
+        *.f90) (cd "target/ld-preload-tests/$mpi" && "mpif90.$mpi" -O1 -I"$ROOT/$SRC" -o "$prog" "$ROOT/$src") ;;
     esac
 }
 

@@ -119,6 +119,8 @@ fn main() {
         .allowlist_function("PMPI_.*")
         .allowlist_type("MPI_.*")
         .allowlist_var("ms_abi")
+        .allowlist_function("ms_.*")
+        .allowlist_type("ms_.*")
         .derive_default(true)
         .layout_tests(false)
         .generate()

@@ -53,3 +53,11 @@ const struct ms_abi ms_abi = {
     .max_error_string = MPI_MAX_ERROR_STRING,
     .max_info_val = MPI_MAX_INFO_VAL,
 };
+
+int *ms_unweighted(void) { return MPI_UNWEIGHTED; }
+int *ms_weights_empty(void) { return MPI_WEIGHTS_EMPTY; }
+
+#define MS_DEFINE(Handle, Prefix, name) \
+    MPI_##Handle ms_##name##_f2c(MPI_Fint handle) { return MPI_##Prefix##_f2c(handle); } \
+    MPI_Fint ms_##name##_c2f(MPI_##Handle handle) { return MPI_##Prefix##_c2f(handle); }
+MS_CONVERSIONS(MS_DEFINE)

@@ -21,3 +21,19 @@ struct ms_abi {
 };
 
 extern const struct ms_abi ms_abi;
+
+/* Fortran's INTEGER (a typedef in MPICH, a macro in Open MPI). */
+typedef MPI_Fint ms_fint;
+
+/* Handle conversions between Fortran and C: macros in MPICH, functions in Open MPI. */
+#define MS_CONVERSIONS(X) \
+    X(Comm, Comm, comm) X(Datatype, Type, type) X(Op, Op, op) X(Group, Group, group) \
+    X(Info, Info, info) X(Request, Request, request) X(Message, Message, message)
+#define MS_DECLARE(Handle, Prefix, name) \
+    MPI_##Handle ms_##name##_f2c(ms_fint handle); \
+    ms_fint ms_##name##_c2f(MPI_##Handle handle);
+MS_CONVERSIONS(MS_DECLARE)
+
+/* Not constant in every MPI. */
+int *ms_unweighted(void);
+int *ms_weights_empty(void);

@@ -7,11 +7,10 @@
 
 mod coll;
 mod comms;
-
+mod fortran;
 mod init;
 mod p2p;
 mod requests;
-
 use crate::ffi::MPI_Request;
 use crate::mpi::{self, abi, Code};
 use crate::runtime::{inside, Error, Runtime};

@@ -85,6 +85,11 @@ fn setup() -> Option<(&'static Setup, MutexGuard<'static, ()>)> {
     }
 }
 
+/// `setup` where the command's own shim is MPICH's (tests whose programs are built for MPICH).
+fn mpich_setup() -> Option<(&'static Setup, MutexGuard<'static, ()>)> {
+    setup().filter(|_| mpi() == "mpich")
+}
+
 fn matchshim(args: &[&str]) -> Output {
     Command::new(EXE)
         .args(args)
@@ -436,37 +441,35 @@ fn refused_before_running(args: &[&str], env: &[(&str, &str)], want: &str) {
 fn every_value_is_checked_before_anything_runs() {
     let Some((s, _job)) = setup() else { return };
     let demo = s.demo.to_str().unwrap();
-    refused_before_running(
-        &["run", "--engine", "bogus", "-n", "2", demo],
-        &[],
-        "col+pnp",
-    );
-    refused_before_running(
-        &["compare", "--engines", "list,foo", "-n", "2", demo],
-        &[],
-        "'foo'",
-    );
-    // The shim's own parser: the same message the ranks would stop with.
-    refused_before_running(
-        &["run", "--set", "MATCHSHIM_K=0", "-n", "2", demo],
-        &[],
-        "MATCHSHIM_K=\"0\" is not valid; accepted values: a positive integer",
-    );
-    refused_before_running(
-        &["compare", "--set", "MATCHSHIM_THETA=8,x", "-n", "2", demo],
-        &[],
-        "MATCHSHIM_THETA=\"x\" is not valid",
-    );
-    refused_before_running(
-        &["run", "-n", "2", demo],
-        &[("MATCHSHIM_VERBOSE", "yes")],
-        "MATCHSHIM_VERBOSE=\"yes\" is not valid",
-    );
-    refused_before_running(
-        &["run", "--mpi", "openmpi", "-n", "2", demo],
-        &[],
-        &format!("{demo} links MPICH, but --mpi says Open MPI"),
-    );
+    let mismatch = format!("{demo} links MPICH, but --mpi says Open MPI");
+    // Options before `-n 2 demo`, the environment, what the error says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 6] = [
+        (&["run", "--engine", "bogus"], &[], "col+pnp"),
+        (&["compare", "--engines", "list,foo"], &[], "'foo'"),
+        // The shim's own parser: the same message the ranks would stop with.
+        (
+            &["run", "--set", "MATCHSHIM_K=0"],
+            &[],
+            "MATCHSHIM_K=\"0\" is not valid; accepted values: a positive integer",
+        ),
+        (
+            &["compare", "--set", "MATCHSHIM_THETA=8,x"],
+            &[],
+            "MATCHSHIM_THETA=\"x\" is not valid",
+        ),
+        (
+            &["run"],
+            &[("MATCHSHIM_VERBOSE", "yes")],
+            "MATCHSHIM_VERBOSE=\"yes\" is not valid",
+        ),
+        (&["run", "--mpi", "openmpi"], &[], &mismatch),
+    ];
+    for (options, env, want) in cases {
+        let mut args = options.to_vec();
+        args.extend(["-n", "2", demo]);
+        refused_before_running(&args, env, want);
+    }
 }
 
 /// The demo under `launcher…` (a whole launch command) with the shim the command finds itself.
@@ -497,10 +500,9 @@ fn meta(dir: &Path) -> serde_json::Value {
 
 #[test]
 fn any_launcher_with_its_options() {
-    let Some((s, _job)) = setup() else { return };
-    if mpi() != "mpich" {
+    let Some((s, _job)) = mpich_setup() else {
         return;
-    }
+    };
     let (out, dir) = run_with_launcher(
         s,
         "hydra",
@@ -575,10 +577,9 @@ fn any_launcher_with_its_options() {
 
 #[test]
 fn srun_gets_its_options_and_the_wrapped_program() {
-    let Some((s, _job)) = setup() else { return };
-    if mpi() != "mpich" {
+    let Some((s, _job)) = mpich_setup() else {
         return;
-    }
+    };
     // A stand-in for Slurm's srun: it records what it got and runs it with hydra.
     let bin = s.tmp.join("fake-slurm");
     std::fs::create_dir_all(&bin).unwrap();
@@ -645,10 +646,9 @@ fn srun_gets_its_options_and_the_wrapped_program() {
 
 #[test]
 fn programs_that_bypass_the_shim_are_named() {
-    let Some((s, _job)) = setup() else { return };
-    if mpi() != "mpich" {
+    let Some((s, _job)) = mpich_setup() else {
         return;
-    }
+    };
     // MPICH linked in statically (its own dependencies stay shared).
     let source = s.tmp.join("init.c");
     std::fs::write(

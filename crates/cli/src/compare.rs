@@ -352,9 +352,13 @@ impl Comparison {
     }
 }
 
-/// A median with its range, all in the median's unit: `12.1 ms (11.8–13.0)`.
+/// A median with its range, all in the median's unit: `12.1 ms (11.8–13.0)`; without a range
+/// where every run gave the same (one run).
 pub fn with_range(s: &Spread) -> String {
     let median = duration(s.median);
+    if s.min == s.max {
+        return median;
+    }
     let unit = median.rsplit(' ').next().unwrap_or("ns");
     let scale = match unit {
         "s" => 1e9,
@@ -620,6 +624,7 @@ pub mod tests {
             with_range(&Spread::of(vec![12_100_000, 11_800_000, 13_040_000])),
             "12.10 ms (11.8–13.0)"
         );
+        assert_eq!(with_range(&Spread::of(vec![1500])), "1.5 us");
     }
 
     #[test]

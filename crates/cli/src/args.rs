@@ -148,6 +148,19 @@ fn coll_help() -> String {
     )
 }
 
+/// Variables that have their own option, or that the command sets.
+const NOT_SET: [&str; 3] = ["MATCHSHIM_ENGINE", "MATCHSHIM_COLL", "MATCHSHIM_REPORT"];
+
+/// The variables `--set` gives.
+fn settable() -> String {
+    KNOWN
+        .iter()
+        .filter(|name| !NOT_SET.contains(name))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn set_help(values: bool) -> String {
     let what = if values {
         "Runs every variant with each of the values (repeatable)"
@@ -157,7 +170,7 @@ fn set_help(values: bool) -> String {
     format!(
         "{what}. Checked, as every MATCHSHIM_* variable of the environment, by the shim's own \
          parser before anything runs. Variables: {}",
-        KNOWN.join(", ")
+        settable()
     )
 }
 
@@ -173,10 +186,9 @@ fn setting(text: &str) -> Result<(String, String), String> {
         "MATCHSHIM_REPORT" => {
             Err("the command sets MATCHSHIM_REPORT (in the run directory)".into())
         }
-        _ if !KNOWN.contains(&name) => Err(format!(
-            "unknown variable {name}; known: {}",
-            KNOWN.join(", ")
-        )),
+        _ if !KNOWN.contains(&name) => {
+            Err(format!("unknown variable {name}; known: {}", settable()))
+        }
         _ => Ok((name.to_string(), value.to_string())),
     }
 }

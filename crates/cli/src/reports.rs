@@ -281,6 +281,8 @@ pub mod tests {
             unexpected_left: rank as u64,
             coll: "shim".to_string(),
             collectives: BTreeMap::new(),
+            takeover: "auto".to_string(),
+            comms: Vec::new(),
         }
         .to_line()
     }

@@ -73,6 +73,33 @@ impl Collective {
     }
 }
 
+/// Who matched one communicator's messages on one rank, and for how long.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct CommReport {
+    /// The communicator's number on this rank, in the order the shim first saw them.
+    pub id: u64,
+    pub size: usize,
+    /// Switches between MPI's matching and the shim's.
+    pub switches: u64,
+    /// While MPI matched: the time, and the receives posted to MPI.
+    pub delegated_time_ns: u64,
+    pub delegated_receives: u64,
+    /// While the shim matched: the time, and the matches its engine made.
+    pub takeover_time_ns: u64,
+    pub takeover_matches: u64,
+}
+
+impl CommReport {
+    /// Adds another communicator's counters (for totals).
+    pub fn add(&mut self, other: &CommReport) {
+        self.switches += other.switches;
+        self.delegated_time_ns += other.delegated_time_ns;
+        self.delegated_receives += other.delegated_receives;
+        self.takeover_time_ns += other.takeover_time_ns;
+        self.takeover_matches += other.takeover_matches;
+    }
+}
+
 /// One rank's report. Fields a reader does not know are ignored, so later versions may add some.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct RankReport {
@@ -98,6 +125,12 @@ pub struct RankReport {
     /// Per collective the shim ran, by name.
     #[serde(default)]
     pub collectives: BTreeMap<String, Collective>,
+    /// `MATCHSHIM_TAKEOVER` of the run: `auto`, `always` or `flip:N`.
+    #[serde(default)]
+    pub takeover: String,
+    /// Every communicator that had traffic, with who matched it.
+    #[serde(default)]
+    pub comms: Vec<CommReport>,
 }
 
 impl RankReport {
@@ -186,6 +219,16 @@ mod tests {
             unexpected_left: 1,
             coll: "shim".to_string(),
             collectives,
+            takeover: "auto".to_string(),
+            comms: vec![CommReport {
+                id: 0,
+                size: 2,
+                switches: 3,
+                delegated_time_ns: 400,
+                delegated_receives: 9,
+                takeover_time_ns: 600,
+                takeover_matches: 2,
+            }],
         }
     }
 

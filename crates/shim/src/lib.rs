@@ -7,6 +7,7 @@
 
 mod coll;
 mod intercept;
+mod mpi;
 mod runtime;
 
 use matchshim_core::{config, matching, report};

@@ -76,6 +76,8 @@ pub struct RunArgs {
     pub engine: Option<String>,
     #[arg(long, value_name = "MODE", value_parser = coll_names(), help = coll_help())]
     pub coll: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = takeover_mode, help = takeover_help())]
+    pub takeover: Option<String>,
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = setting, help = set_help(false))]
     pub set: Vec<(String, String)>,
     /// Also prints a row per rank
@@ -93,6 +95,8 @@ pub struct CompareArgs {
     pub engines: Vec<String>,
     #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = coll_names(), help = coll_help())]
     pub coll: Vec<String>,
+    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = takeover_mode, help = takeover_help())]
+    pub takeover: Vec<String>,
     #[arg(long = "set", value_name = "NAME=V1,V2", value_parser = setting, help = set_help(true))]
     pub set: Vec<(String, String)>,
     /// Runs of each variant, in rounds (medians and spreads are over them)
@@ -149,7 +153,12 @@ fn coll_help() -> String {
 }
 
 /// Variables that have their own option, or that the command sets.
-const NOT_SET: [&str; 3] = ["MATCHSHIM_ENGINE", "MATCHSHIM_COLL", "MATCHSHIM_REPORT"];
+const NOT_SET: [&str; 4] = [
+    "MATCHSHIM_ENGINE",
+    "MATCHSHIM_COLL",
+    "MATCHSHIM_TAKEOVER",
+    "MATCHSHIM_REPORT",
+];
 
 /// The variables `--set` gives.
 fn settable() -> String {
@@ -159,6 +168,21 @@ fn settable() -> String {
         .copied()
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn takeover_help() -> String {
+    format!(
+        "When the shim matches instead of MPI (MATCHSHIM_TAKEOVER): auto (MPI while queues are \
+         short, the shim once they grow), always, flip:N (switching every N receives) \
+         [default: MATCHSHIM_TAKEOVER if set, else {}]",
+        defaults().takeover
+    )
+}
+
+/// A takeover mode as the shim's own parser reads it.
+fn takeover_mode(text: &str) -> Result<String, String> {
+    Config::from_vars([("MATCHSHIM_TAKEOVER".to_string(), text.to_string())])
+        .map(|_| text.to_string())
 }
 
 fn set_help(values: bool) -> String {
@@ -183,6 +207,7 @@ fn setting(text: &str) -> Result<(String, String), String> {
     match name {
         "MATCHSHIM_ENGINE" => Err("give the engine with --engine (compare: --engines)".into()),
         "MATCHSHIM_COLL" => Err("give the collective mode with --coll".into()),
+        "MATCHSHIM_TAKEOVER" => Err("give the takeover mode with --takeover".into()),
         "MATCHSHIM_REPORT" => {
             Err("the command sets MATCHSHIM_REPORT (in the run directory)".into())
         }
@@ -200,7 +225,7 @@ Examples:
   matchshim run -n 4 -- ./app ARGS          with mpiexec of the MPI ./app links
   matchshim run --engine rank -- mpiexec.openmpi --oversubscribe --hostfile hosts -n 8 ./app
   matchshim run -- srun -N 2 --ntasks-per-node 16 ./app
-  matchshim run --set MATCHSHIM_K=4 -- mpirun -np 64 ./app
+  matchshim run --takeover always --set MATCHSHIM_K=4 -- mpirun -np 64 ./app
 
 The ranks get LD_PRELOAD and the MATCHSHIM_* variables from an `env` put right before the program,
 so they arrive whatever the launcher forwards; this command, the shim and the run directory must
@@ -213,10 +238,11 @@ fn compare_examples() -> String {
     "\
 Examples:
   matchshim compare -n 4 -- ./app
-  matchshim compare --engines col+pnp,bins --coll shim,native --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines col+pnp,bins --takeover auto,always --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines col+pnp --coll shim,native -n 4 -- ./app
   matchshim compare --set MATCHSHIM_K=4,16 -- srun -n 64 ./app
 
-Runs the program natively and under every variant (engine x mode x --set value), in rounds, and
+Runs the program natively and under every variant (engine x modes x --set values), in rounds, and
 ends with a recommendation: the variant to use, matching's share of the busiest rank's time, the
 gain to expect, and the queues it costs."
         .to_string()
@@ -260,13 +286,14 @@ mod tests {
 
     #[test]
     fn compare_splits_lists() {
-        let line = "compare --engines list,rank --coll shim,native --set MATCHSHIM_K=4,8 \
-                    --repeat 5 --plot p.svg --json -n 2 -- ./a";
+        let line = "compare --engines list,rank --coll shim,native --takeover auto,flip:3 \
+                    --set MATCHSHIM_K=4,8 --repeat 5 --plot p.svg --json -n 2 -- ./a";
         let Command::Compare(c) = parse(line).unwrap().command else {
             panic!()
         };
         assert_eq!(c.engines, ["list", "rank"]);
         assert_eq!(c.coll, ["shim", "native"]);
+        assert_eq!(c.takeover, ["auto", "flip:3"]);
         assert_eq!(c.set, [("MATCHSHIM_K".to_string(), "4,8".to_string())]);
         assert_eq!((c.repeat, c.json), (5, true));
         assert_eq!(c.launch.command, ["./a"]);
@@ -278,6 +305,9 @@ mod tests {
         assert!(error("run --engine fast -n 2 ./a").contains("col+pnp"));
         assert!(error("compare --engines list,foo -n 2 ./a").contains("'foo'"));
         assert!(error("run --coll mpi -n 2 ./a").contains("native"));
+        // The shim's parser, word for word.
+        assert!(error("run --takeover flip:0 -n 2 ./a")
+            .contains("MATCHSHIM_TAKEOVER=\"flip:0\" is not valid; accepted values: auto, always"));
         assert!(error("run -n 0 ./a").contains("0"));
         assert!(error("compare --repeat 0 -n 2 ./a").contains("0"));
         assert!(error("run --set MATCHSHIM_FOO=1 -n 2 ./a").contains("MATCHSHIM_THETA"));

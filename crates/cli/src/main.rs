@@ -115,6 +115,9 @@ fn run(args: RunArgs) -> Result<(), String> {
     if let Some(coll) = args.coll {
         given.push(("MATCHSHIM_COLL".into(), coll));
     }
+    if let Some(takeover) = args.takeover {
+        given.push(("MATCHSHIM_TAKEOVER".into(), takeover));
+    }
     let vars = runs::rank_vars(&given);
     let engine = runs::check_vars(&vars)?;
     let dir = args
@@ -250,8 +253,13 @@ fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, St
         args.engines.clone()
     };
     let mut settings: Vec<(String, Vec<String>)> = Vec::new();
-    if !args.coll.is_empty() {
-        settings.push(("MATCHSHIM_COLL".into(), args.coll.clone()));
+    for (name, modes) in [
+        ("MATCHSHIM_COLL", &args.coll),
+        ("MATCHSHIM_TAKEOVER", &args.takeover),
+    ] {
+        if !modes.is_empty() {
+            settings.push((name.into(), modes.clone()));
+        }
     }
     for (name, values) in &args.set {
         settings.push((name.clone(), values.split(',').map(String::from).collect()));

@@ -310,6 +310,8 @@ fn compare_json_is_for_scripts() {
         "list",
         "--coll",
         "shim,native",
+        "--takeover",
+        "always,auto",
         "--repeat",
         "1",
         "--json",
@@ -329,21 +331,26 @@ fn compare_json_is_for_scripts() {
         .map(|e| e["engine"].as_str().unwrap())
         .collect();
     assert_eq!(
-        labels,
+        labels[..4],
         [
-            "list coll=shim",
-            "list coll=native",
-            "rank coll=shim",
-            "rank coll=native"
+            "list coll=shim takeover=always",
+            "list coll=shim takeover=auto",
+            "list coll=native takeover=always",
+            "list coll=native takeover=auto"
         ]
+    );
+    assert_eq!(
+        (labels.len(), labels[7]),
+        (8, "rank coll=native takeover=auto")
     );
     // Under MATCHSHIM_COLL=native the demo's reduce goes to MPI: no collective elements.
     let meta: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("list_coll=native-1/meta.json")).unwrap(),
+        &std::fs::read_to_string(dir.join("list_coll=native_takeover=always-1/meta.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(meta["vars"]["MATCHSHIM_COLL"], "native");
-    assert_eq!(json["engines"][1]["match_time_ns"][1].as_u64(), Some(0));
+    assert_eq!(meta["vars"]["MATCHSHIM_TAKEOVER"], "always");
+    assert_eq!(json["engines"][2]["match_time_ns"][1].as_u64(), Some(0));
     assert!(json["engines"][0]["match_time_ns"][1].as_u64().unwrap() > 0);
 }
 

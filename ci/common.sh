@@ -13,12 +13,13 @@ shim_lib_for() {
     esac
 }
 
+# Builds the shim and the command for MPI $1, showing cargo's progress.
 build_shim() {
     local mpi=$1 root
     root=$(repo_root)
     case "$mpi" in
-        mpich) (cd "$root" && MPICC=mpicc.mpich cargo build --release --quiet) ;;
-        openmpi) (cd "$root" && MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release --quiet) ;;
+        mpich) (cd "$root" && MPICC=mpicc.mpich cargo build --release) ;;
+        openmpi) (cd "$root" && MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release) ;;
     esac
 }
 

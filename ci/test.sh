@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Every test: the engines' unit and property tests and the command's tests, the shim built for
-# MPICH and Open MPI, the ld-preload tests (point-to-point and collectives) natively and under
+# MPICH and Open MPI, installed into a prefix and run from there, the ld-preload tests (point-to-point and collectives) natively and under
 # the shim with every engine (MPICH; three on Open MPI), the collective tests with MATCHSHIM_COLL=native too, and mpi4py's
 # suite under the default engine on both.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
 
-# The command's tests run the shim built beside it.
+# The command's tests run the shim built beside it, and Open MPI's for its launcher.
 build_shim mpich
-cargo test --release
 build_shim openmpi
+cargo test --release
+# The installed command and both shims, with the source tree out of reach.
+ci/install-test.sh
 ci/ld-preload-tests.sh --mpi mpich --engines "$(engines | tr '\n' ' ')"
 # Every engine is pure Rust and MPI-agnostic; on Open MPI the references and the default suffice.
 ci/ld-preload-tests.sh --mpi openmpi --engines "list rank col+pnp"

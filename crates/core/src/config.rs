@@ -54,7 +54,19 @@ pub enum CollMode {
     Native,
 }
 
-const KNOWN: &[&str] = &[
+impl CollMode {
+    pub const ALL: [CollMode; 2] = [CollMode::Shim, CollMode::Native];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CollMode::Shim => "shim",
+            CollMode::Native => "native",
+        }
+    }
+}
+
+/// Every variable the shim reads.
+pub const KNOWN: &[&str] = &[
     "MATCHSHIM_ENGINE",
     "MATCHSHIM_BINS",
     "MATCHSHIM_THETA",
@@ -145,11 +157,10 @@ impl Config {
                     config.takeover_depth = positive(&name, &value)?.min(1 << 20) as u32;
                 }
                 "MATCHSHIM_COLL" => {
-                    config.coll = match value.as_str() {
-                        "shim" => CollMode::Shim,
-                        "native" => CollMode::Native,
-                        _ => return Err(bad_value(&name, &value, "shim, native")),
-                    };
+                    config.coll = CollMode::ALL
+                        .into_iter()
+                        .find(|mode| mode.name() == value)
+                        .ok_or_else(|| bad_value(&name, &value, "shim, native"))?;
                 }
                 _ => {
                     return Err(format!(

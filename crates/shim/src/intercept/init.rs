@@ -22,13 +22,16 @@ fn check_mpi_matches() -> Result<(), String> {
     let present = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).is_null() };
     if present {
         let other = if cfg!(mpich) {
-            "Open MPI (MPICC=mpicc.openmpi)"
+            "Open MPI beside this build: \
+             `MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release`"
         } else {
-            "MPICH (MPICC=mpicc.mpich)"
+            "MPICH beside this build: \
+             `MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build --release`"
         };
         return Err(format!(
             "this libmatchshim.so was built for {BUILT_FOR} but the program uses another MPI; \
-             rebuild it for {other}"
+             build the shim for {other}, or install both with `ci/install.sh --prefix DIR` \
+             and run under DIR/bin/matchshim, which picks the program's"
         ));
     }
     Ok(())

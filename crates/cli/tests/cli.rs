@@ -383,6 +383,7 @@ fn failures_end_in_one_clear_line() {
     let err = error_line(&run_under_shim(s, "list", "nofinalize", &no_finalize));
     assert!(
         err.contains("no rank wrote a report")
+            && err.contains("the shim started in MPI_Init")
             && err.contains("nofinalize never calls MPI_Finalize"),
         "{err}"
     );

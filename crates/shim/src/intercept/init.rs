@@ -92,6 +92,12 @@ pub fn started(config: Result<Config, String>) {
             std::process::exit(1);
         }
     };
+    // An empty report says the shim started here, should the program never finalize.
+    if let Some(path) = &config.report {
+        if let Err(e) = report::touch(path) {
+            eprintln!("matchshim: cannot write the report to {}: {e}", path.display());
+        }
+    }
     install(config, mpi::query_thread(), &CLIENTS);
     let rt = installed().expect("just installed");
     COLLECTIVES.init(rt.tag_ub);

@@ -83,13 +83,21 @@ impl Totals {
     }
 }
 
-/// Appends this rank's report as one JSON line (one `write` call, so ranks do not interleave).
-pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()> {
+fn open(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)?
-        .write_all(report.to_line().as_bytes())
+        .open(path)
+}
+
+/// Makes the report file exist (empty until a rank finalizes).
+pub fn touch(path: &std::path::Path) -> std::io::Result<()> {
+    open(path).map(drop)
+}
+
+/// Appends this rank's report as one JSON line (one `write` call, so ranks do not interleave).
+pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()> {
+    open(path)?.write_all(report.to_line().as_bytes())
 }
 
 /// Sums (and maxes) the key counters over all ranks for rank 0's one-line summary.

@@ -397,6 +397,14 @@ pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
     (flag != 0 || err != abi().success).then_some((status, err))
 }
 
+/// Whether a real request has completed, leaving it as it is.
+pub fn request_done(request: MPI_Request) -> bool {
+    let mut flag = 0;
+    // SAFETY: a live request handle; the status is ignored.
+    unsafe { PMPI_Request_get_status(request, &mut flag, abi().status_ignore) };
+    flag != 0
+}
+
 /// Tests real requests together; `Ok(true)` once all completed.
 pub fn testall(requests: &mut [MPI_Request]) -> Result<bool, Code> {
     let mut flag = 0;

@@ -95,7 +95,10 @@ pub fn started(config: Result<Config, String>) {
     // An empty report says the shim started here, should the program never finalize.
     if let Some(path) = &config.report {
         if let Err(e) = report::touch(path) {
-            eprintln!("matchshim: cannot write the report to {}: {e}", path.display());
+            eprintln!(
+                "matchshim: cannot write the report to {}: {e}",
+                path.display()
+            );
         }
     }
     install(config, mpi::query_thread(), &CLIENTS);

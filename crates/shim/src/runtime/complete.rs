@@ -153,7 +153,7 @@ impl Runtime {
         match Entry::of(self.lookup(*request)) {
             Entry::Mpi(known) => {
                 let handle = *request;
-                let code = if known.is_none() && !self.needs_progress() {
+                let code = if !self.needs_progress() {
                     PMPI_Wait(request, status)
                 } else {
                     let mut code = abi().success;

@@ -141,17 +141,53 @@ impl Runtime {
         }
     }
 
-    /// After a timed call into MPI: takes over when the sample says MPI searched deep.
-    fn sampled(&self, comm: &Arc<Comm>, start_ticks: Option<u64>) {
-        let Some(start) = start_ticks else { return };
-        let ns = self.clock.nanos(self.clock.ticks() - start);
-        if comm.takeover.timed(ns, self.config.takeover_depth) {
-            comm.queues.lock().take_over(comm, self);
+    /// Runs `call` (a receive or probe going to MPI), timed when `timed`: a sample for the
+    /// takeover policy, which takes over when the samples say MPI searched deep. `found` tells
+    /// from the result whether MPI found the message at once (then the call also moved it).
+    fn sampled<T>(
+        &self,
+        comm: &Arc<Comm>,
+        timed: bool,
+        call: impl FnOnce() -> Result<T, Code>,
+        found: impl FnOnce(&T) -> bool,
+    ) -> Result<T, Code> {
+        if !timed {
+            return call();
         }
+        let start = self.clock.ticks();
+        let result = call();
+        let ticks = self.clock.ticks() - start;
+        if let (Ok(value), Some(rate)) = (&result, self.clock.ticks_per_ns()) {
+            if comm.takeover.timed(ticks, rate, found(value)) {
+                comm.queues.lock().take_over(comm, self);
+            }
+        }
+        result
     }
 
-    fn start_ticks(&self, timed: bool) -> Option<u64> {
-        timed.then(|| self.clock.ticks())
+    /// A delegated receive into `buf`, posted to MPI (timed when `timed`).
+    unsafe fn post_delegated(
+        &self,
+        target: &Target,
+        buf: Buffer,
+        timed: bool,
+    ) -> Result<MPI_Request, Code> {
+        let comm = &target.comm;
+        self.sampled(
+            comm,
+            timed,
+            || {
+                mpi::irecv(
+                    buf.ptr,
+                    buf.count,
+                    buf.datatype,
+                    target.source,
+                    target.tag,
+                    comm.handle,
+                )
+            },
+            |&request| mpi::request_done(request),
+        )
     }
 
     /// A receive MPI now holds for a delegated communicator; counted while the takeover
@@ -210,12 +246,8 @@ impl Runtime {
                         status,
                     ));
                 }
-                let start = self.start_ticks(timed);
-                let posted = buf
-                    .borrowed()
-                    .post_to_mpi(target.source, target.tag, comm.handle);
+                let posted = self.post_delegated(&target, buf, timed);
                 drop(permit);
-                self.sampled(comm, start);
                 match posted {
                     Ok(mut request) => self.wait_real(&mut request),
                     Err(err) => return Ok(err),
@@ -282,12 +314,8 @@ impl Runtime {
         }
         match self.route(comm) {
             Route::Mpi { timed, permit } => {
-                let start = self.start_ticks(timed);
-                let posted = buf
-                    .borrowed()
-                    .post_to_mpi(target.source, target.tag, comm.handle);
+                let posted = self.post_delegated(&target, buf, timed);
                 drop(permit);
-                self.sampled(comm, start);
                 match posted {
                     Ok(real) => {
                         *request = real;
@@ -405,10 +433,14 @@ impl Runtime {
         let comm = &p.comm;
         let started = match self.route(comm) {
             Route::Mpi { timed, permit } => {
-                let start = self.start_ticks(timed);
-                let code = mpi::start(&mut *request);
+                let started = self.sampled(
+                    comm,
+                    timed,
+                    || mpi::check(mpi::start(&mut *request)),
+                    |_| mpi::request_done(*request),
+                );
                 drop(permit);
-                self.sampled(comm, start);
+                let code = started.err().unwrap_or(abi().success);
                 if code == abi().success {
                     p.in_mpi.store(true, Ordering::Release);
                     comm.takeover
@@ -489,15 +521,16 @@ impl Runtime {
         loop {
             match self.route(comm) {
                 Route::Mpi { timed, permit } => {
-                    let start = self.start_ticks(timed);
-                    let probed = if remove {
-                        mpi::improbe(target.source, target.tag, comm.handle)
-                    } else {
-                        mpi::iprobe(target.source, target.tag, comm.handle)
-                            .map(|s| s.map(|s| (abi().message_null, s)))
+                    let probe = || {
+                        if remove {
+                            mpi::improbe(target.source, target.tag, comm.handle)
+                        } else {
+                            mpi::iprobe(target.source, target.tag, comm.handle)
+                                .map(|s| s.map(|s| (abi().message_null, s)))
+                        }
                     };
+                    let probed = self.sampled(comm, timed, probe, Option::is_some);
                     drop(permit);
-                    self.sampled(comm, start);
                     match probed {
                         Err(err) => return Ok(err),
                         Ok(hit) => found = hit,

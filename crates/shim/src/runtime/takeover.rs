@@ -45,6 +45,10 @@ const MPI_NS_PER_ELEMENT: u64 = 2;
 /// Every this many receive calls on a delegated communicator one is timed.
 const SAMPLE_EVERY: u32 = 16;
 
+/// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
+/// preempted process only some calls.
+const DEEP_IN_A_ROW: u32 = 4;
+
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
     mode: AtomicU8,
@@ -58,8 +62,10 @@ pub struct Takeover {
     calls: AtomicU32,
     /// Calls left that are all timed, after a switch to delegated.
     dense: AtomicU32,
-    /// The quickest timed receive call, ns: MPI's cost with nothing to search.
-    fastest_ns: AtomicU64,
+    /// The quickest timed receive calls, in clock ticks: MPI's cost with nothing to search, for
+    /// calls that posted a receive and for calls that found their message at once (which
+    /// moved it too).
+    fastest: [AtomicU64; 2],
     /// Timed calls in a row whose extra time says the search was deep.
     deep_in_row: AtomicU32,
     /// `flip:N` wants the other mode.
@@ -96,7 +102,7 @@ impl Takeover {
             limit: AtomicUsize::new(2 * depth as usize),
             calls: AtomicU32::new(0),
             dense: AtomicU32::new(4),
-            fastest_ns: AtomicU64::new(u64::MAX),
+            fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
             deep_in_row: AtomicU32::new(0),
             flip_pending: AtomicU8::new(0),
             switches: AtomicU64::new(0),
@@ -198,19 +204,23 @@ impl Takeover {
         }
     }
 
-    /// A timed receive call took `ns` inside MPI; true when two in a row searched deeper than
-    /// `depth` elements.
-    pub fn timed(&self, ns: u64, depth: u32) -> bool {
-        let fastest = self.fastest_ns.load(Relaxed).min(ns);
-        self.fastest_ns.store(fastest, Relaxed);
-        let deep = (ns - fastest) / MPI_NS_PER_ELEMENT >= depth as u64;
+    /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
+    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than half the
+    /// outstanding-receive limit (the depth at which the shim pays, raised after takeovers that
+    /// did not), against the quickest calls of the same kind.
+    pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: bool) -> bool {
+        let fastest = self.fastest[found as usize].load(Relaxed).min(ticks);
+        self.fastest[found as usize].store(fastest, Relaxed);
+        let depth = self.limit.load(Relaxed) as u64 / 2;
+        let deep_ticks = (depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns;
+        let deep = (ticks - fastest) as f64 >= deep_ticks;
         let in_row = if deep {
             self.deep_in_row.load(Relaxed) + 1
         } else {
             0
         };
         self.deep_in_row.store(in_row, Relaxed);
-        in_row >= 2
+        in_row >= DEEP_IN_A_ROW
     }
 
     /// A receive call on a taken-over communicator under `flip:N`: true every N-th call, when
@@ -230,8 +240,8 @@ impl Takeover {
 
     /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
-    /// one start later (MPI's queue must grow four times longer), one that paid brings the
-    /// start back to `2·depth`.
+    /// one start later (MPI's queues must look four times deeper), one that paid brings the
+    /// start back to `2·depth` receives outstanding or `depth` elements searched.
     pub fn episode_ended(&self, paid: bool, depth: u32) {
         let base = 2 * depth as usize;
         let limit = if paid {
@@ -333,12 +343,39 @@ mod tests {
     }
 
     #[test]
-    fn two_deep_timed_calls_in_a_row_ask_for_takeover() {
+    fn deep_timed_calls_in_a_row_ask_for_takeover() {
         let t = Takeover::new(Policy::Auto, 64, 0);
-        assert!(!t.timed(100, 64));
-        assert!(!t.timed(100 + 64 * MPI_NS_PER_ELEMENT, 64));
-        assert!(t.timed(100 + 64 * MPI_NS_PER_ELEMENT, 64));
-        assert!(!t.timed(150, 64), "a shallow call breaks the row");
+        let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
+        assert!(!t.timed(100, 1.0, false));
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, false));
+        }
+        assert!(!t.timed(150, 1.0, false), "a shallow call breaks the row");
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, false));
+        }
+        assert!(t.timed(deep, 1.0, false));
+        assert!(
+            !t.timed(deep / 2, 2.0, false),
+            "the same time at twice the rate is shallow"
+        );
+        t.episode_ended(false, 64);
+        for _ in 0..DEEP_IN_A_ROW {
+            assert!(
+                !t.timed(deep, 1.0, false),
+                "after a takeover that did not pay, deeper"
+            );
+        }
+    }
+
+    #[test]
+    fn calls_that_found_their_message_are_compared_among_themselves() {
+        let t = Takeover::new(Policy::Auto, 64, 0);
+        assert!(!t.timed(100, 1.0, false));
+        // Moving the message costs more than posting a receive: not a deeper search.
+        for _ in 0..2 * DEEP_IN_A_ROW {
+            assert!(!t.timed(100 + 200 * MPI_NS_PER_ELEMENT, 1.0, true));
+        }
     }
 
     #[test]

@@ -511,39 +511,49 @@ pub fn grequest_complete(request: MPI_Request) {
 
 // ---- datatypes ---------------------------------------------------------------------------
 
-/// A datatype handle that stays valid while the shim holds it: derived types are duplicated,
-/// since the user may free theirs while an operation using it is pending.
-pub struct OwnedType {
+/// A datatype handle that stays valid while the shim holds it: a derived type is duplicated,
+/// since the user may free theirs while an operation using it is pending; clones share the
+/// duplicate, freed with the last. Predefined types are used as they are.
+#[derive(Clone)]
+pub struct HeldType {
     handle: MPI_Datatype,
-    owned: bool,
+    _dup: Option<std::sync::Arc<Duplicate>>,
+}
+
+struct Duplicate(MPI_Datatype);
+
+impl Drop for Duplicate {
+    fn drop(&mut self) {
+        // SAFETY: the shim's own duplicate; every operation using it has completed.
+        unsafe { PMPI_Type_free(&mut self.0) };
+    }
 }
 
 // SAFETY: handles are plain values; MPI allows a datatype's use from any thread.
-unsafe impl Send for OwnedType {}
-unsafe impl Sync for OwnedType {}
+unsafe impl Send for HeldType {}
+unsafe impl Sync for HeldType {}
+unsafe impl Send for Duplicate {}
+unsafe impl Sync for Duplicate {}
 
-impl OwnedType {
-    pub fn hold(datatype: MPI_Datatype) -> Result<OwnedType, Code> {
+impl HeldType {
+    pub fn hold(datatype: MPI_Datatype) -> Result<HeldType, Code> {
         if is_named(datatype) {
-            return Ok(OwnedType {
-                handle: datatype,
-                owned: false,
-            });
+            return Ok(HeldType::borrow(datatype));
         }
         let mut dup = datatype;
         // SAFETY: plain call on a datatype the user passed.
         check(unsafe { PMPI_Type_dup(datatype, &mut dup) })?;
-        Ok(OwnedType {
+        Ok(HeldType {
             handle: dup,
-            owned: true,
+            _dup: Some(std::sync::Arc::new(Duplicate(dup))),
         })
     }
 
     /// Uses the user's handle without holding it: for the length of one blocking call.
-    pub fn borrow(datatype: MPI_Datatype) -> OwnedType {
-        OwnedType {
+    pub fn borrow(datatype: MPI_Datatype) -> HeldType {
+        HeldType {
             handle: datatype,
-            owned: false,
+            _dup: None,
         }
     }
 
@@ -553,18 +563,16 @@ impl OwnedType {
     }
 }
 
-impl Drop for OwnedType {
-    fn drop(&mut self) {
-        if self.owned {
-            // SAFETY: the duplicate made in `hold`; every operation using it has completed.
-            unsafe { PMPI_Type_free(&mut self.handle) };
-        }
-    }
-}
+/// Predefined datatypes seen lately: they stay what they are for the whole run, so finding
+/// one here spares asking MPI.
+static NAMED: [std::sync::atomic::AtomicUsize; 8] =
+    [const { std::sync::atomic::AtomicUsize::new(usize::MAX) }; 8];
 
 /// Predefined datatypes (and `MPI_DATATYPE_NULL`) need no holding.
 pub fn is_named(datatype: MPI_Datatype) -> bool {
-    if datatype == abi().datatype_null {
+    use std::sync::atomic::Ordering::Relaxed;
+    let key = datatype.key();
+    if datatype == abi().datatype_null || NAMED.iter().any(|k| k.load(Relaxed) == key) {
         return true;
     }
     let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
@@ -572,7 +580,11 @@ pub fn is_named(datatype: MPI_Datatype) -> bool {
     let err = unsafe {
         PMPI_Type_get_envelope(datatype, &mut ints, &mut addrs, &mut types, &mut combiner)
     };
-    err != abi().success || combiner == abi().combiner_named
+    let named = err != abi().success || combiner == abi().combiner_named;
+    if named {
+        NAMED[key % NAMED.len()].store(key, Relaxed);
+    }
+    named
 }
 
 pub fn type_size(datatype: MPI_Datatype) -> Result<i64, Code> {

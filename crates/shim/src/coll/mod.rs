@@ -297,7 +297,7 @@ impl CollComm {
 
 /// A nonblocking collective as the user's request sees it.
 struct CollOp {
-    comm: Arc<Comm>,
+    comm: &'static Comm,
     done: Completion,
 }
 
@@ -306,7 +306,7 @@ impl Operation for CollOp {
         &self.done
     }
 
-    fn focus(&self) -> &Arc<Comm> {
+    fn focus(&self) -> &'static Comm {
         &self.comm
     }
 }
@@ -407,7 +407,7 @@ impl Client for Collectives {
         self.running_count.store(list.len(), Ordering::Release);
     }
 
-    fn forget(&self, _rt: &Runtime, comm: &Arc<Comm>) {
+    fn forget(&self, _rt: &Runtime, comm: &'static Comm) {
         let state = self.comms.lock().as_mut().and_then(|m| m.remove(&comm.id));
         if let Some(state) = state {
             state.retire(comm);
@@ -440,7 +440,7 @@ impl Collectives {
 
     /// The communicator when the shim runs its collectives; `None`: pass to MPI
     /// (`MATCHSHIM_COLL=native`, inter-communicators).
-    pub fn comm(&self, rt: &Runtime, handle: MPI_Comm) -> Result<Option<Arc<Comm>>, Error> {
+    pub fn comm(&self, rt: &Runtime, handle: MPI_Comm) -> Result<Option<&'static Comm>, Error> {
         if rt.config.coll == CollMode::Native {
             return Ok(None);
         }
@@ -481,7 +481,7 @@ impl Collectives {
     pub unsafe fn run(
         &self,
         rt: &Runtime,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         kind: Kind,
         request: *mut MPI_Request,
         build: impl FnOnce(&mut Builder) -> Result<(), Code>,
@@ -501,7 +501,7 @@ impl Collectives {
         };
         let tag = self.tags().tag(seq, kind, b.size_class);
         let mut schedule = b
-            .finish(state.clone(), comm.clone(), tag, class, nonblocking)
+            .finish(state.clone(), comm, tag, class, nonblocking)
             .map_err(|err| rt.raise(comm.handle, err))?;
         state.began(comm);
         if !nonblocking {
@@ -513,7 +513,7 @@ impl Collectives {
             return Ok(abi().success);
         }
         let op = Arc::new(CollOp {
-            comm: comm.clone(),
+            comm: comm,
             done: Completion::default(),
         });
         let greq = match request::start_grequest(op.clone()) {

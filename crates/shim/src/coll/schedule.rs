@@ -6,7 +6,7 @@
 use super::CollComm;
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::matching::{Class, Pattern};
-use crate::mpi::{self, abi, Code, OwnedType};
+use crate::mpi::{self, abi, Code, HeldType};
 use crate::runtime::comm::{Channel, Comm, Matched, Posted, Waiter};
 use crate::runtime::recv::{Delivery, Receive, Taken};
 use crate::runtime::takeover::Mode;
@@ -220,7 +220,7 @@ impl Builder {
     pub fn finish(
         mut self,
         coll: Arc<CollComm>,
-        comm: Arc<Comm>,
+        comm: &'static Comm,
         tag: c_int,
         class: Class,
         nonblocking: bool,
@@ -247,14 +247,14 @@ impl Builder {
     }
 
     /// Replaces every derived datatype in the actions by one the schedule holds.
-    fn own_types(&mut self) -> Result<Vec<OwnedType>, Code> {
-        let mut held: Vec<(MPI_Datatype, OwnedType)> = Vec::new();
+    fn own_types(&mut self) -> Result<Vec<HeldType>, Code> {
+        let mut held: Vec<(MPI_Datatype, HeldType)> = Vec::new();
         let mut own = |dtype: &mut MPI_Datatype| -> Result<(), Code> {
             if let Some((_, h)) = held.iter().find(|(user, _)| user == dtype) {
                 *dtype = h.handle();
                 return Ok(());
             }
-            let h = OwnedType::hold(*dtype)?;
+            let h = HeldType::hold(*dtype)?;
             let user = std::mem::replace(dtype, h.handle());
             held.push((user, h));
             Ok(())
@@ -276,19 +276,19 @@ impl Builder {
 /// A schedule being run.
 pub struct Schedule {
     coll: Arc<CollComm>,
-    pub comm: Arc<Comm>,
+    pub comm: &'static Comm,
     tag: c_int,
     class: Class,
     rounds: Vec<Vec<Action>>,
     _temps: Vec<Temp>,
     /// Datatypes this schedule holds, freed with it.
-    _types: Vec<OwnedType>,
+    _types: Vec<HeldType>,
     /// The round to start next.
     next: usize,
     /// Sends and receives of the current round that MPI is moving.
     requests: Vec<MPI_Request>,
     /// Receives of the current round still waiting in the shim's queues: (key, where to).
-    waiting: Vec<(usize, Arc<Receive>)>,
+    waiting: Vec<(usize, Receive)>,
     pub err: c_int,
 }
 
@@ -305,7 +305,7 @@ impl Schedule {
         };
         loop {
             if !self.waiting.is_empty() {
-                let comm = self.comm.clone();
+                let comm = self.comm;
                 let mut queues = comm.queues.lock();
                 queues.drain(&comm, rt);
                 let mut i = 0;
@@ -386,11 +386,11 @@ impl Schedule {
         peer: c_int,
         drained: &mut bool,
     ) -> bool {
-        let receive = Arc::new(Receive::new(
+        let receive = Receive::new(
             data.ptr,
             data.count as mpi::Count,
-            Arc::new(OwnedType::borrow(data.dtype)),
-        ));
+            HeldType::borrow(data.dtype),
+        );
         let takeover = &self.comm.takeover;
         if takeover.enter_mpi(rt.multiple) {
             let posted = receive.post_to_mpi(peer, self.tag, dup);
@@ -408,7 +408,7 @@ impl Schedule {
             tag: self.tag,
             class: self.class,
         };
-        let comm = self.comm.clone();
+        let comm = self.comm;
         let mut queues = comm.queues.lock();
         if comm.takeover.mode() == Mode::Delegated {
             // Given back to MPI meanwhile.

@@ -23,7 +23,7 @@ pub(crate) fn guarded(
     rt: &'static Runtime,
     body: impl FnOnce(&'static Runtime) -> Result<Code, Error>,
 ) -> Result<Code, Error> {
-    match catch_unwind(AssertUnwindSafe(|| inside(name, || body(rt)))) {
+    match catch_unwind(AssertUnwindSafe(|| inside(rt, name, || body(rt)))) {
         Ok(result) => result,
         Err(_) => {
             eprintln!("matchshim: internal error in {name}, aborting the job");

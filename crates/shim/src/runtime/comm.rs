@@ -7,7 +7,7 @@ use super::Runtime;
 use crate::config::{Config, Takeover as Policy};
 use crate::ffi::{MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
 use crate::matching::{
-    build_engine, Class, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
+    build_engine, Class, EngineParams, EngineStats, Envelope, ListEngine, MatchEngine, Pattern,
 };
 use crate::mpi::{self, abi};
 use parking_lot::Mutex;
@@ -90,7 +90,7 @@ enum Waits {
 /// A receive in the posted-receive queue, with what it takes to hand it to MPI.
 pub struct Waiter {
     seq: u64,
-    receive: Arc<Receive>,
+    receive: Receive,
     source: c_int,
     tag: c_int,
     channel: Channel,
@@ -103,7 +103,7 @@ impl Waiter {
     }
 
     /// A blocking receive of `receive` from `source` with `tag` (MPI values) on `channel`.
-    pub fn blocking(receive: Arc<Receive>, source: c_int, tag: c_int, channel: Channel) -> Waiter {
+    pub fn blocking(receive: Receive, source: c_int, tag: c_int, channel: Channel) -> Waiter {
         Waiter {
             seq: 0,
             receive,
@@ -222,7 +222,7 @@ impl Comm {
 
     /// Pulls arrivals out of MPI into the engine and finishes receives whose data landed.
     /// Skips the work when another thread is already doing it.
-    pub fn progress(self: &Arc<Self>, rt: &Runtime) {
+    pub fn progress(&'static self, rt: &Runtime) {
         if let Some(mut queues) = self.queues.try_lock() {
             queues.drain(self, rt);
             if !queues.receiving.is_empty() {
@@ -244,7 +244,7 @@ impl Comm {
     /// The user frees the communicator (before MPI does): its waiting receives go to MPI,
     /// which completes them even after the handle is gone, and MPI matches for it from now on.
     /// Messages the shim holds that no receive wants stay unreceived, as they would in MPI.
-    pub fn release(self: &Arc<Self>, rt: &Runtime) {
+    pub fn release(&'static self, rt: &Runtime) {
         let mut queues = self.queues.lock();
         queues.drain(self, rt);
         queues.hand_over(self, rt);
@@ -254,11 +254,22 @@ impl Comm {
     }
 
     /// MPI freed the communicator.
-    pub fn forget(self: &Arc<Self>, rt: &Runtime) {
+    pub fn forget(&'static self, rt: &Runtime) {
         if !self.released.load(Ordering::Acquire) {
             self.abandon(rt);
         }
         self.freed.store(true, Ordering::Release);
+    }
+
+    /// Gives back what a freed communicator's engine and queues hold (the communicator itself
+    /// stays for the run, for the receives MPI still completes for it). Messages no receive
+    /// wanted stay unreceived, as they would in MPI.
+    pub fn empty(&self) {
+        let mut queues = self.queues.lock();
+        queues.engine = Box::new(ListEngine::new());
+        queues.arrived = Slab::new();
+        queues.posted_order = Order::default();
+        queues.arrived_order = Order::default();
     }
 }
 
@@ -266,7 +277,7 @@ impl Comm {
     /// MPI frees the communicator without the shim having released it first (from inside a
     /// callback the shim runs): its waiting receives can no longer be handed to MPI, so they
     /// fail instead of waiting forever.
-    fn abandon(self: &Arc<Self>, rt: &Runtime) {
+    fn abandon(&'static self, rt: &Runtime) {
         let mut queues = self.queues.lock();
         let keys: Vec<usize> = queues.posted.iter().map(|(key, _)| key).collect();
         for key in keys {
@@ -290,7 +301,7 @@ impl Comm {
 impl Queues {
     /// Pulls every message MPI holds for the communicator into the engine, while the shim
     /// matches for it.
-    pub fn drain(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
+    pub fn drain(&mut self, comm: &'static Comm, rt: &Runtime) {
         if comm.takeover.mode() != Mode::Takeover {
             return;
         }
@@ -302,7 +313,7 @@ impl Queues {
         }
     }
 
-    fn drain_channel(&mut self, comm: &Arc<Comm>, rt: &Runtime, channel: Channel) {
+    fn drain_channel(&mut self, comm: &'static Comm, rt: &Runtime, channel: Channel) {
         while let Some((message, status)) = mpi::improbe_any(comm.channel(channel)) {
             let class = match channel {
                 Channel::Main => Class::PointToPoint,
@@ -345,7 +356,7 @@ impl Queues {
     /// queued (which spares a probe per receive when messages wait).
     pub fn post_drained(
         &mut self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         rt: &Runtime,
         want: Pattern,
         waiter: impl FnOnce() -> Waiter,
@@ -365,7 +376,7 @@ impl Queues {
     /// `waiter` makes.
     pub fn post(
         &mut self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         rt: &Runtime,
         want: Pattern,
         waiter: impl FnOnce() -> Waiter,
@@ -394,7 +405,7 @@ impl Queues {
     /// Posts a nonblocking receive of the shim's; `make` builds it once it must wait.
     pub fn post_op(
         &mut self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         rt: &Runtime,
         want: Pattern,
         make: impl FnOnce() -> Arc<RecvOp>,
@@ -448,7 +459,7 @@ impl Queues {
     }
 
     /// Takes a posted receive out of the queue; false if it already matched.
-    pub fn cancel(&mut self, comm: &Arc<Comm>, rt: &Runtime, op: &RecvOp) -> bool {
+    pub fn cancel(&mut self, comm: &'static Comm, rt: &Runtime, op: &RecvOp) -> bool {
         let RecvState::Posted(key) = op.state() else {
             return false;
         };
@@ -464,7 +475,7 @@ impl Queues {
     /// Receives `arrived` into a nonblocking op that matched it at posting.
     pub fn start_receive(
         &mut self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         rt: &Runtime,
         op: Arc<RecvOp>,
         arrived: Arrived,
@@ -475,7 +486,7 @@ impl Queues {
 
     fn deliver(
         &mut self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         rt: &Runtime,
         op: Arc<RecvOp>,
         message: MPI_Message,
@@ -493,7 +504,7 @@ impl Queues {
         }
     }
 
-    fn finish_received(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
+    fn finish_received(&mut self, comm: &'static Comm, rt: &Runtime) {
         let before = self.receiving.len();
         self.receiving.retain(|op| {
             let RecvState::Receiving(mut request) = op.state() else {
@@ -514,7 +525,7 @@ impl Queues {
     }
 
     /// Hands every waiting receive to MPI, in posting order (see `takeover`, point 2).
-    fn hand_over(&mut self, comm: &Arc<Comm>, rt: &Runtime) {
+    fn hand_over(&mut self, comm: &'static Comm, rt: &Runtime) {
         let mut keys: Vec<usize> = self.posted.iter().map(|(key, _)| key).collect();
         keys.sort_by_key(|&key| self.posted[key].seq);
         for key in keys {
@@ -557,7 +568,7 @@ impl Queues {
 
     /// Under `policy`, before a receive call on a taken-over communicator: gives matching back
     /// to MPI when the rules allow (see `takeover`). True if the communicator is delegated now.
-    pub fn maybe_delegate(&mut self, comm: &Arc<Comm>, rt: &Runtime) -> bool {
+    pub fn maybe_delegate(&mut self, comm: &'static Comm, rt: &Runtime) -> bool {
         let depth = rt.config.takeover_depth;
         let go = match rt.config.takeover {
             Policy::Always => false,

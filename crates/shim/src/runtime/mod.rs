@@ -22,10 +22,10 @@ use comm::Comm;
 use parking_lot::{Mutex, RwLock};
 use request::Request;
 use rustc_hash::FxHashMap;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// Why a call did not complete in the shim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub trait Client: Sync {
     /// Moves its work on; called in every round of progress while busy.
     fn progress(&self, rt: &Runtime);
     /// The user freed `comm`.
-    fn forget(&self, rt: &Runtime, comm: &Arc<Comm>);
+    fn forget(&self, rt: &Runtime, comm: &'static Comm);
     /// Adds its part to this rank's report.
     fn report(&self, report: &mut RankReport);
 }
@@ -60,10 +60,12 @@ pub struct Runtime {
     pub multiple: bool,
     /// The engine's name as a C string, for `matchshim_engine()`.
     pub engine_name: std::ffi::CString,
-    comms: RwLock<FxHashMap<usize, Arc<Comm>>>,
+    comms: RwLock<FxHashMap<usize, &'static Comm>>,
+    /// The communicator looked up last (below `MPI_THREAD_MULTIPLE`).
+    last_comm: Serial<(usize, Option<&'static Comm>)>,
     next_comm_id: AtomicU64,
     /// Communicators that have had receives waiting for progress.
-    listed: Mutex<Vec<Arc<Comm>>>,
+    listed: Mutex<Vec<&'static Comm>>,
     /// Receives anywhere in the process that need the shim's progress to complete.
     pending: AtomicUsize,
     requests: Mutex<FxHashMap<usize, Request>>,
@@ -79,10 +81,42 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
+/// A value only one thread uses at a time: below `MPI_THREAD_MULTIPLE` the program makes one
+/// MPI call at a time, so the shim's per-call state needs no synchronisation there (and no
+/// thread-local lookup, which costs a call in a shared library).
+struct Serial<T>(UnsafeCell<T>);
+
+// SAFETY: used only below MPI_THREAD_MULTIPLE, where one thread at a time is inside the shim.
+unsafe impl<T> Sync for Serial<T> {}
+
+/// The MPI call the shim is handling, below `MPI_THREAD_MULTIPLE`.
+static IN_CALL_SERIAL: Serial<Option<&'static str>> = Serial(UnsafeCell::new(None));
+
 thread_local! {
-    /// The MPI call this thread is in, while the shim handles it.
+    /// The MPI call this thread is in, while the shim handles it (at `MPI_THREAD_MULTIPLE`).
     static IN_CALL: Cell<Option<&'static str>> = const { Cell::new(None) };
-    static SCRATCH: RefCell<Vec<Arc<Comm>>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH: RefCell<Vec<&'static Comm>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The MPI call the shim is handling on this thread, if any.
+#[inline]
+fn in_call(rt: &Runtime) -> Option<&'static str> {
+    if rt.multiple {
+        IN_CALL.with(|c| c.get())
+    } else {
+        // SAFETY: see `Serial`.
+        unsafe { *IN_CALL_SERIAL.0.get() }
+    }
+}
+
+#[inline]
+fn set_in_call(rt: &Runtime, call: Option<&'static str>) {
+    if rt.multiple {
+        IN_CALL.with(|c| c.set(call));
+    } else {
+        // SAFETY: see `Serial`.
+        unsafe { *IN_CALL_SERIAL.0.get() = call };
+    }
 }
 
 /// The runtime, when an intercepted call should go through it: after `MPI_Init`, before
@@ -90,7 +124,7 @@ thread_local! {
 #[inline]
 pub fn runtime() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
-    if rt.finalized.load(Ordering::Relaxed) || IN_CALL.with(|c| c.get().is_some()) {
+    if rt.finalized.load(Ordering::Relaxed) || in_call(rt).is_some() {
         return None;
     }
     Some(rt)
@@ -99,21 +133,21 @@ pub fn runtime() -> Option<&'static Runtime> {
 /// Runs `body` as the shim's handling of MPI call `name`, so MPI callbacks that call `MPI_*`
 /// pass through.
 #[inline]
-pub fn inside<R>(name: &'static str, body: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
+pub fn inside<R>(rt: &Runtime, name: &'static str, body: impl FnOnce() -> R) -> R {
+    struct Reset<'a>(&'a Runtime);
+    impl Drop for Reset<'_> {
         fn drop(&mut self) {
-            IN_CALL.with(|c| c.set(None));
+            set_in_call(self.0, None);
         }
     }
-    IN_CALL.with(|c| c.set(Some(name)));
-    let _reset = Reset;
+    set_in_call(rt, Some(name));
+    let _reset = Reset(rt);
     body()
 }
 
 /// The MPI call the shim is handling on this thread.
 pub fn current_call() -> &'static str {
-    IN_CALL.with(|c| c.get()).unwrap_or("MPI")
+    RUNTIME.get().and_then(in_call).unwrap_or("MPI")
 }
 
 /// Installs the runtime after `PMPI_Init`.
@@ -126,6 +160,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         engine_name: std::ffi::CString::new(config.engine.name())
             .expect("engine names have no NUL"),
         comms: RwLock::new(FxHashMap::default()),
+        last_comm: Serial(UnsafeCell::new((usize::MAX, None))),
         next_comm_id: AtomicU64::new(0),
         listed: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
@@ -170,29 +205,51 @@ pub fn take_for_finalize() -> Option<&'static Runtime> {
 
 impl Runtime {
     /// The state of `handle`, created on first use. `Err(Invalid)` for a handle MPI rejects.
-    pub fn comm(&self, handle: MPI_Comm) -> Result<Arc<Comm>, Error> {
-        if let Some(comm) = self.comms.read().get(&handle.key()) {
-            return Ok(comm.clone());
+    #[inline]
+    pub fn comm(&self, handle: MPI_Comm) -> Result<&'static Comm, Error> {
+        let key = handle.key();
+        if !self.multiple {
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+            if let (cached, Some(comm)) = unsafe { *self.last_comm.0.get() } {
+                if cached == key {
+                    return Ok(comm);
+                }
+            }
         }
+        let known = self.comms.read().get(&key).copied();
+        let comm = match known {
+            Some(comm) => comm,
+            None => self.add_comm(handle)?,
+        };
+        if !self.multiple {
+            // SAFETY: as above.
+            unsafe { *self.last_comm.0.get() = (key, Some(comm)) };
+        }
+        Ok(comm)
+    }
+
+    #[cold]
+    fn add_comm(&self, handle: MPI_Comm) -> Result<&'static Comm, Error> {
         if handle.key() == abi().comm_null.key() {
             return Err(Error::Invalid);
         }
         let shape = mpi::comm_shape(handle).map_err(|_| Error::Invalid)?;
         let id = self.next_comm_id.fetch_add(1, Ordering::Relaxed);
-        let comm = Arc::new(Comm::new(
+        let mut comms = self.comms.write();
+        if let Some(&comm) = comms.get(&handle.key()) {
+            return Ok(comm);
+        }
+        // Kept for the run: a reference to it never dangles, so none is counted.
+        let comm: &'static Comm = Box::leak(Box::new(Comm::new(
             id,
             handle,
             shape,
             &self.config,
             self.clock.elapsed_ns(),
-        ));
-        let (comm, new) = match self.comms.write().entry(handle.key()) {
-            std::collections::hash_map::Entry::Occupied(e) => (e.get().clone(), false),
-            std::collections::hash_map::Entry::Vacant(e) => (e.insert(comm).clone(), true),
-        };
-        if new {
-            mpi::comm_set_attr(handle, self.keyval);
-        }
+        )));
+        comms.insert(handle.key(), comm);
+        drop(comms);
+        mpi::comm_set_attr(handle, self.keyval);
         Ok(comm)
     }
 
@@ -213,19 +270,24 @@ impl Runtime {
     fn forget_comm(&self, handle: MPI_Comm) {
         let removed = self.comms.write().remove(&handle.key());
         let Some(comm) = removed else { return };
+        if !self.multiple {
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+            unsafe { *self.last_comm.0.get() = (usize::MAX, None) };
+        }
         comm.forget(self);
-        self.retired.lock().add_comm(&comm, self);
+        self.retired.lock().add_comm(comm, self);
+        comm.empty();
         for client in self.clients {
-            client.forget(self, &comm);
+            client.forget(self, comm);
         }
     }
 
-    pub fn add_pending(&self, comm: &Arc<Comm>, delta: isize) {
+    pub fn add_pending(&self, comm: &'static Comm, delta: isize) {
         if delta > 0 {
             self.pending.fetch_add(delta as usize, Ordering::AcqRel);
             comm.pending.fetch_add(delta as usize, Ordering::AcqRel);
             if !comm.listed.swap(true, Ordering::AcqRel) {
-                self.listed.lock().push(comm.clone());
+                self.listed.lock().push(comm);
             }
         } else {
             self.pending.fetch_sub((-delta) as usize, Ordering::AcqRel);
@@ -242,7 +304,7 @@ impl Runtime {
 
     /// One round of progress: `focus` first, then the clients, then every communicator with
     /// waiting receives (a peer's synchronous send may be waiting for one of them to match).
-    pub fn progress(&self, focus: Option<&Arc<Comm>>) {
+    pub fn progress(&self, focus: Option<&'static Comm>) {
         if let Some(comm) = focus {
             comm.progress(self);
         }
@@ -275,8 +337,8 @@ impl Runtime {
                     listed
                         .iter()
                         .filter(|c| c.pending.load(Ordering::Acquire) > 0)
-                        .filter(|c| focus.is_none_or(|f| !Arc::ptr_eq(c, f)))
-                        .cloned(),
+                        .filter(|c| focus.is_none_or(|f| !std::ptr::eq(**c, f)))
+                        .copied(),
                 );
             }
             for comm in list.iter() {
@@ -288,7 +350,7 @@ impl Runtime {
 
     /// Spins on `done`, making progress. After spinning for a while (tens of microseconds)
     /// it yields the core each round, so ranks that share cores keep moving.
-    pub fn wait_until(&self, focus: Option<&Arc<Comm>>, mut done: impl FnMut() -> bool) {
+    pub fn wait_until(&self, focus: Option<&'static Comm>, mut done: impl FnMut() -> bool) {
         const SPINS_BEFORE_YIELD: u32 = 1024;
         let mut spins = 0u32;
         loop {

@@ -13,7 +13,7 @@ use super::{Error, Runtime};
 use crate::config::Takeover as Policy;
 use crate::ffi::*;
 use crate::matching::{Pattern, ANY_SOURCE, ANY_TAG};
-use crate::mpi::{self, abi, empty_status, store_status, Code, Count, OwnedType};
+use crate::mpi::{self, abi, empty_status, store_status, Code, Count, HeldType};
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -30,17 +30,13 @@ pub struct Buffer {
 impl Buffer {
     /// A receive into this buffer for the length of the call.
     fn borrowed(self) -> Receive {
-        Receive::new(
-            self.ptr,
-            self.count,
-            Arc::new(OwnedType::borrow(self.datatype)),
-        )
+        Receive::new(self.ptr, self.count, HeldType::borrow(self.datatype))
     }
 }
 
 /// A receive's or probe's envelope arguments, checked against the communicator.
 pub struct Target {
-    pub comm: Arc<Comm>,
+    pub comm: &'static Comm,
     pub source: c_int,
     pub tag: c_int,
 }
@@ -114,7 +110,7 @@ impl Runtime {
     }
 
     /// Decides where a receive-side call on `comm` goes, switching modes as the policy says.
-    fn route<'a>(&self, comm: &'a Arc<Comm>) -> Route<'a> {
+    fn route(&self, comm: &'static Comm) -> Route<'static> {
         loop {
             if comm.takeover.mode() == Mode::Delegated {
                 let call = comm.takeover.delegated_call(self.config.takeover);
@@ -146,7 +142,7 @@ impl Runtime {
     /// from the result whether MPI found the message at once (then the call also moved it).
     fn sampled<T>(
         &self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         timed: bool,
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
@@ -172,7 +168,7 @@ impl Runtime {
         buf: Buffer,
         timed: bool,
     ) -> Result<MPI_Request, Code> {
-        let comm = &target.comm;
+        let comm = target.comm;
         self.sampled(
             comm,
             timed,
@@ -192,19 +188,17 @@ impl Runtime {
 
     /// A receive MPI now holds for a delegated communicator; counted while the takeover
     /// policy watches MPI's queue.
-    fn delegated(&self, comm: &Arc<Comm>, request: MPI_Request) {
-        comm.takeover
-            .delegated_receives
-            .fetch_add(1, Ordering::Relaxed);
-        if self.config.takeover == Policy::Auto {
-            comm.takeover.outstanding.fetch_add(1, Ordering::Relaxed);
-            self.register(request, Request::Delegated(comm.clone()));
+    fn delegated(&self, comm: &'static Comm, request: MPI_Request) {
+        let tracked = self.config.takeover == Policy::Auto;
+        comm.takeover.posted_to_mpi(tracked, self.multiple);
+        if tracked {
+            self.register(request, Request::Delegated(comm));
         }
     }
 
     /// MPI completed (or the user freed) a receive it held for a delegated communicator.
     pub fn delegated_done(&self, comm: &Comm) {
-        comm.takeover.outstanding.fetch_sub(1, Ordering::Relaxed);
+        comm.takeover.completed_in_mpi(self.multiple);
     }
 
     pub unsafe fn recv(
@@ -217,12 +211,10 @@ impl Runtime {
             store_status(status, &empty_status(abi().proc_null));
             return Ok(abi().success);
         }
-        let comm = &target.comm;
+        let comm = target.comm;
         let (result, code) = match self.route(comm) {
             Route::Mpi { timed, permit } => {
-                comm.takeover
-                    .delegated_receives
-                    .fetch_add(1, Ordering::Relaxed);
+                comm.takeover.posted_to_mpi(false, self.multiple);
                 if !timed && !self.multiple && !self.needs_progress() {
                     // Native speed: MPI receives, fills the status and reports errors itself.
                     #[cfg(large_count)]
@@ -254,7 +246,7 @@ impl Runtime {
                 }
             }
             Route::Shim(mut queues) => {
-                let receive = Arc::new(buf.borrowed());
+                let receive = buf.borrowed();
                 let waiter = {
                     let receive = receive.clone();
                     move || Waiter::blocking(receive, target.source, target.tag, Channel::Main)
@@ -278,7 +270,7 @@ impl Runtime {
     /// Waits for the blocking receive posted under `key` and receives its message.
     pub fn await_blocking(
         &self,
-        comm: &Arc<Comm>,
+        comm: &'static Comm,
         key: usize,
         receive: &Receive,
     ) -> (MPI_Status, Code) {
@@ -305,10 +297,10 @@ impl Runtime {
         target: Target,
         request: *mut MPI_Request,
     ) -> Result<Code, Error> {
-        let comm = &target.comm;
+        let comm = target.comm;
         if target.is_proc_null() {
             // MPI's own status for this, which MPICH 4.0.2 gets wrong.
-            let op = RecvOp::new(buf.borrowed(), target.source, target.tag, comm.clone());
+            let op = RecvOp::new(buf.borrowed(), target.source, target.tag, comm);
             op.finish(empty_status(abi().proc_null), abi().success);
             return self.grequest_for(op, request);
         }
@@ -328,12 +320,12 @@ impl Runtime {
             Route::Shim(mut queues) => {
                 let mut held = Ok(());
                 let (posted, op) = queues.post_op(comm, self, target.pattern(), || {
-                    let datatype = OwnedType::hold(buf.datatype).unwrap_or_else(|err| {
+                    let datatype = HeldType::hold(buf.datatype).unwrap_or_else(|err| {
                         held = Err(err);
-                        OwnedType::borrow(buf.datatype)
+                        HeldType::borrow(buf.datatype)
                     });
-                    let receive = Receive::new(buf.ptr, buf.count, Arc::new(datatype));
-                    RecvOp::new(receive, target.source, target.tag, comm.clone())
+                    let receive = Receive::new(buf.ptr, buf.count, datatype);
+                    RecvOp::new(receive, target.source, target.tag, comm)
                 });
                 drop(queues);
                 match posted {
@@ -395,7 +387,7 @@ impl Runtime {
             Ok(handle) => handle,
             Err(err) => return Ok(err),
         };
-        let datatype = match OwnedType::hold(buf.datatype) {
+        let datatype = match HeldType::hold(buf.datatype) {
             Ok(held) => held,
             Err(err) => return Err(self.raise(target.comm.handle, err)),
         };
@@ -403,7 +395,7 @@ impl Runtime {
         let persistent = Persistent {
             buf: buf.ptr,
             count: buf.count,
-            datatype: Arc::new(datatype),
+            datatype,
             source: target.source,
             tag: target.tag,
             comm: target.comm,
@@ -425,12 +417,12 @@ impl Runtime {
         }
         // Completed at once with the status MPI defines, which MPICH 4.0.2 gets wrong.
         if p.source == abi().proc_null {
-            let op = RecvOp::new(p.receive(), p.source, p.tag, p.comm.clone());
+            let op = RecvOp::new(p.receive(), p.source, p.tag, p.comm);
             op.finish(empty_status(abi().proc_null), abi().success);
             *p.current.lock() = Some(op);
             return Ok(abi().success);
         }
-        let comm = &p.comm;
+        let comm = p.comm;
         let started = match self.route(comm) {
             Route::Mpi { timed, permit } => {
                 let started = self.sampled(
@@ -443,22 +435,18 @@ impl Runtime {
                 let code = started.err().unwrap_or(abi().success);
                 if code == abi().success {
                     p.in_mpi.store(true, Ordering::Release);
-                    comm.takeover
-                        .delegated_receives
-                        .fetch_add(1, Ordering::Relaxed);
-                    if self.config.takeover == Policy::Auto {
-                        comm.takeover.outstanding.fetch_add(1, Ordering::Relaxed);
-                    }
+                    let tracked = self.config.takeover == Policy::Auto;
+                    comm.takeover.posted_to_mpi(tracked, self.multiple);
                 }
                 Ok(code)
             }
             Route::Shim(mut queues) => {
                 let target = Target {
-                    comm: comm.clone(),
+                    comm: comm,
                     source: p.source,
                     tag: p.tag,
                 };
-                let op = RecvOp::new(p.receive(), p.source, p.tag, comm.clone());
+                let op = RecvOp::new(p.receive(), p.source, p.tag, comm);
                 let (posted, _) = queues.post_op(comm, self, target.pattern(), || op.clone());
                 if let Posted::Found(arrived) = posted {
                     queues.start_receive(comm, self, op.clone(), arrived);
@@ -480,7 +468,7 @@ impl Runtime {
     /// Cancels a receive of the shim's that has not matched yet (it completes as cancelled);
     /// one MPI holds is cancelled by MPI.
     pub fn cancel_recv(&self, op: &RecvOp) {
-        let comm = op.comm.clone();
+        let comm = op.comm;
         let mut queues = comm.queues.lock();
         match op.state() {
             RecvState::Posted(_) => {
@@ -516,7 +504,7 @@ impl Runtime {
             store_status(status, &empty_status(abi().proc_null));
             return Ok(abi().success);
         }
-        let comm = &target.comm;
+        let comm = target.comm;
         let mut found;
         loop {
             match self.route(comm) {

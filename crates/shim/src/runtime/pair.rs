@@ -25,7 +25,7 @@ impl Runtime {
             Ok(request) => request,
             Err(err) => return Ok(err),
         };
-        let comm = target.comm.clone();
+        let comm = target.comm;
         let mut recv = abi().request_null;
         let code = self.irecv(buf, target, &mut recv)?;
         if code != abi().success {
@@ -46,7 +46,7 @@ impl Runtime {
 
 /// `MPI_Isendrecv`: a send and a receive that complete as one.
 struct SendRecv {
-    comm: Arc<Comm>,
+    comm: &'static Comm,
     /// The send's real request, and the receive's (real or the shim's); null once complete.
     halves: Mutex<(MPI_Request, MPI_Request)>,
     done: Completion,
@@ -62,7 +62,7 @@ impl Operation for SendRecv {
         &self.done
     }
 
-    fn focus(&self) -> &Arc<Comm> {
+    fn focus(&self) -> &'static Comm {
         &self.comm
     }
 

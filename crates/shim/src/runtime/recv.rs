@@ -5,7 +5,7 @@ use super::comm::Comm;
 use super::request::{Completion, Operation};
 use super::Runtime;
 use crate::ffi::{MPI_Message, MPI_Request, MPI_Status};
-use crate::mpi::{self, abi, Code, Count, OwnedType};
+use crate::mpi::{self, abi, Code, Count, HeldType};
 use parking_lot::Mutex;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
@@ -16,10 +16,11 @@ const EAGER_BYTES: i64 = 2048;
 
 /// Where a receive's bytes go: the user's buffer, count and datatype. The datatype is held
 /// (duplicated if derived) for receives that outlive their call, since the user may free it.
+#[derive(Clone)]
 pub struct Receive {
     pub buf: *mut c_void,
     pub count: Count,
-    pub datatype: Arc<OwnedType>,
+    pub datatype: HeldType,
 }
 
 // SAFETY: the buffer belongs to the receive until it completes, as MPI requires.
@@ -42,7 +43,7 @@ pub enum Taken {
 }
 
 impl Receive {
-    pub fn new(buf: *mut c_void, count: Count, datatype: Arc<OwnedType>) -> Receive {
+    pub fn new(buf: *mut c_void, count: Count, datatype: HeldType) -> Receive {
         Receive {
             buf,
             count,
@@ -114,11 +115,11 @@ pub enum RecvState {
 
 /// A nonblocking receive (`MPI_Irecv`, a start of a persistent receive) the shim completes.
 pub struct RecvOp {
-    pub receive: Arc<Receive>,
+    pub receive: Receive,
     /// The user's source and tag, as MPI values.
     pub source: c_int,
     pub tag: c_int,
-    pub comm: Arc<Comm>,
+    pub comm: &'static Comm,
     state: Mutex<RecvState>,
     done: Completion,
 }
@@ -128,9 +129,9 @@ unsafe impl Send for RecvOp {}
 unsafe impl Sync for RecvOp {}
 
 impl RecvOp {
-    pub fn new(receive: Receive, source: c_int, tag: c_int, comm: Arc<Comm>) -> Arc<RecvOp> {
+    pub fn new(receive: Receive, source: c_int, tag: c_int, comm: &'static Comm) -> Arc<RecvOp> {
         Arc::new(RecvOp {
-            receive: Arc::new(receive),
+            receive,
             source,
             tag,
             comm,
@@ -163,7 +164,7 @@ impl Operation for RecvOp {
         &self.done
     }
 
-    fn focus(&self) -> &Arc<Comm> {
+    fn focus(&self) -> &'static Comm {
         &self.comm
     }
 
@@ -183,10 +184,10 @@ impl Operation for RecvOp {
 pub struct Persistent {
     pub buf: *mut c_void,
     pub count: Count,
-    pub datatype: Arc<OwnedType>,
+    pub datatype: HeldType,
     pub source: c_int,
     pub tag: c_int,
-    pub comm: Arc<Comm>,
+    pub comm: &'static Comm,
     /// The shim's receive of the current start, while the shim runs it.
     pub current: Mutex<Option<Arc<RecvOp>>>,
     /// MPI runs the current start (the communicator was delegated).

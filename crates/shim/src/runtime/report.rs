@@ -36,7 +36,7 @@ impl Totals {
             size: comm.size.max(0) as usize,
             switches: comm.takeover.switches.load(Relaxed),
             delegated_time_ns,
-            delegated_receives: comm.takeover.delegated_receives.load(Relaxed),
+            delegated_receives: comm.takeover.delegated_receives.load(Relaxed) as u64,
             takeover_time_ns,
             takeover_matches: stats.point_to_point.matches + stats.collective.matches,
         };

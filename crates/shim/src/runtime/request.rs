@@ -72,7 +72,7 @@ impl Completion {
 pub trait Operation: Send + Sync {
     fn completion(&self) -> &Completion;
     /// The communicator whose progress completes it: waits look there first.
-    fn focus(&self) -> &Arc<Comm>;
+    fn focus(&self) -> &'static Comm;
     /// Moves on what progress does not (a send half to test); true once complete.
     fn poll(&self) -> bool {
         self.completion().is_done()
@@ -153,12 +153,12 @@ pub enum Request {
     /// The user's persistent receive.
     Persistent(Arc<Persistent>),
     /// A receive MPI matches for a delegated communicator: MPI completes it; the shim counts it.
-    Delegated(Arc<Comm>),
+    Delegated(&'static Comm),
 }
 
 impl Request {
     /// The communicator to look at first when waiting for it.
-    pub fn focus(&self) -> &Arc<Comm> {
+    pub fn focus(&self) -> &'static Comm {
         match self {
             Request::Op(op) => op.focus(),
             Request::Persistent(p) => &p.comm,

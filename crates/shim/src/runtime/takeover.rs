@@ -72,7 +72,7 @@ pub struct Takeover {
     flip_pending: AtomicU8,
     // What the report shows.
     pub switches: AtomicU64,
-    pub delegated_receives: AtomicU64,
+    pub delegated_receives: AtomicUsize,
     mode_since_ns: AtomicU64,
     time_ns: [AtomicU64; 2],
 }
@@ -106,10 +106,25 @@ impl Takeover {
             deep_in_row: AtomicU32::new(0),
             flip_pending: AtomicU8::new(0),
             switches: AtomicU64::new(0),
-            delegated_receives: AtomicU64::new(0),
+            delegated_receives: AtomicUsize::new(0),
             mode_since_ns: AtomicU64::new(now_ns),
             time_ns: [AtomicU64::new(0), AtomicU64::new(0)],
         }
+    }
+
+    /// A receive went to MPI; `tracked`: MPI holds it until its completion is seen.
+    #[inline]
+    pub fn posted_to_mpi(&self, tracked: bool, multiple: bool) {
+        add(&self.delegated_receives, 1, multiple);
+        if tracked {
+            add(&self.outstanding, 1, multiple);
+        }
+    }
+
+    /// MPI completed (or the user freed) a tracked receive.
+    #[inline]
+    pub fn completed_in_mpi(&self, multiple: bool) {
+        add(&self.outstanding, -1, multiple);
     }
 
     #[inline]
@@ -250,6 +265,21 @@ impl Takeover {
             (self.limit.load(Relaxed) * 4).min(base << 16)
         };
         self.limit.store(limit, Relaxed);
+    }
+}
+
+/// Adds to a counter: atomically only where threads may race (`MPI_THREAD_MULTIPLE`), since an
+/// atomic add costs some twenty cycles on the path of every receive.
+#[inline]
+fn add(counter: &AtomicUsize, delta: isize, multiple: bool) {
+    if multiple {
+        if delta >= 0 {
+            counter.fetch_add(delta as usize, Relaxed);
+        } else {
+            counter.fetch_sub(delta.unsigned_abs(), Relaxed);
+        }
+    } else {
+        counter.store(counter.load(Relaxed).wrapping_add_signed(delta), Relaxed);
     }
 }
 

@@ -307,7 +307,7 @@ impl Operation for CollOp {
     }
 
     fn focus(&self) -> &'static Comm {
-        &self.comm
+        self.comm
     }
 }
 
@@ -401,7 +401,7 @@ impl Client for Collectives {
                 return true;
             }
             op.finish(schedule.err);
-            self.state(&op.comm).finished(&op.comm);
+            self.state(op.comm).finished(op.comm);
             false
         });
         self.running_count.store(list.len(), Ordering::Release);
@@ -458,8 +458,8 @@ impl Collectives {
         if comm.inter {
             return Ok(());
         }
-        self.state(&comm)
-            .create_now(&comm, self.tags())
+        self.state(comm)
+            .create_now(comm, self.tags())
             .map_err(|err| rt.raise(handle, err))
     }
 
@@ -468,7 +468,7 @@ impl Collectives {
     /// which MPI matches apart from blocking ones.
     pub fn blocking_native_comm(&self, rt: &Runtime, handle: MPI_Comm) -> MPI_Comm {
         match rt.comm(handle) {
-            Ok(comm) => self.state(&comm).dup.get().copied().unwrap_or(handle),
+            Ok(comm) => self.state(comm).dup.get().copied().unwrap_or(handle),
             Err(_) => handle,
         }
     }
@@ -513,7 +513,7 @@ impl Collectives {
             return Ok(abi().success);
         }
         let op = Arc::new(CollOp {
-            comm: comm,
+            comm,
             done: Completion::default(),
         });
         let greq = match request::start_grequest(op.clone()) {

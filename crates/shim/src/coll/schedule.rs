@@ -300,14 +300,14 @@ impl Schedule {
     /// Moves the schedule on as far as it can without blocking; true once it is complete
     /// (`err` says how it ended).
     pub fn step(&mut self, rt: &Runtime) -> bool {
-        let Some(dup) = self.coll.ready(&self.comm) else {
+        let Some(dup) = self.coll.ready(self.comm) else {
             return false;
         };
         loop {
             if !self.waiting.is_empty() {
                 let comm = self.comm;
                 let mut queues = comm.queues.lock();
-                queues.drain(&comm, rt);
+                queues.drain(comm, rt);
                 let mut i = 0;
                 while i < self.waiting.len() {
                     let ok = match queues.take_matched(self.waiting[i].0) {
@@ -417,7 +417,7 @@ impl Schedule {
         }
         // Once per round: what arrived before the round matches at once.
         if !*drained {
-            queues.drain(&comm, rt);
+            queues.drain(comm, rt);
             *drained = true;
         }
         let waiter = {
@@ -425,7 +425,7 @@ impl Schedule {
             let tag = self.tag;
             move || Waiter::blocking(receive, peer, tag, Channel::Side)
         };
-        match queues.post(&comm, rt, want, waiter) {
+        match queues.post(comm, rt, want, waiter) {
             Posted::Found(arrived) => {
                 drop(queues);
                 self.taken(receive.take(arrived.message, &arrived.status, Delivery::Soon))

@@ -442,7 +442,7 @@ impl Runtime {
             }
             Route::Shim(mut queues) => {
                 let target = Target {
-                    comm: comm,
+                    comm,
                     source: p.source,
                     tag: p.tag,
                 };
@@ -461,7 +461,7 @@ impl Runtime {
     /// MPI finished the start of a persistent receive it ran.
     pub fn persistent_done_in_mpi(&self, p: &Persistent) {
         if p.in_mpi.swap(false, Ordering::AcqRel) && self.config.takeover == Policy::Auto {
-            self.delegated_done(&p.comm);
+            self.delegated_done(p.comm);
         }
     }
 
@@ -472,7 +472,7 @@ impl Runtime {
         let mut queues = comm.queues.lock();
         match op.state() {
             RecvState::Posted(_) => {
-                if queues.cancel(&comm, self, op) {
+                if queues.cancel(comm, self, op) {
                     drop(queues);
                     op.finish_cancelled();
                 }

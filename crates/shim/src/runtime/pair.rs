@@ -63,7 +63,7 @@ impl Operation for SendRecv {
     }
 
     fn focus(&self) -> &'static Comm {
-        &self.comm
+        self.comm
     }
 
     /// Tests both halves through the shim (the receive may be the shim's own request).

@@ -165,7 +165,7 @@ impl Operation for RecvOp {
     }
 
     fn focus(&self) -> &'static Comm {
-        &self.comm
+        self.comm
     }
 
     fn cancel(&self, rt: &Runtime) {

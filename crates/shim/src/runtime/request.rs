@@ -161,7 +161,7 @@ impl Request {
     pub fn focus(&self) -> &'static Comm {
         match self {
             Request::Op(op) => op.focus(),
-            Request::Persistent(p) => &p.comm,
+            Request::Persistent(p) => p.comm,
             Request::Delegated(comm) => comm,
         }
     }

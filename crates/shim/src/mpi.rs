@@ -776,3 +776,124 @@ pub fn abort(code: Code) {
     // SAFETY: plain call.
     unsafe { PMPI_Abort(abi().comm_world, code) };
 }
+
+/// Calls made with the user's own arguments, for requests the shim has no part in: MPI fills
+/// the user's statuses and reports errors itself, and its code is returned as is.
+pub mod user {
+    use crate::ffi::*;
+    use std::os::raw::{c_int, c_void};
+
+    /// # Safety
+    /// The arguments are the user's, as passed to `MPI_Recv` (or `MPI_Recv_c`).
+    #[inline]
+    pub unsafe fn recv(
+        buf: *mut c_void,
+        count: Count,
+        datatype: MPI_Datatype,
+        source: c_int,
+        tag: c_int,
+        comm: MPI_Comm,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        #[cfg(large_count)]
+        return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+        #[cfg(not(large_count))]
+        return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+    }
+
+    /// # Safety
+    /// As for `MPI_Wait`.
+    #[inline]
+    pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+        PMPI_Wait(request, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Test`.
+    #[inline]
+    pub unsafe fn test(
+        request: *mut MPI_Request,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Test(request, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Request_get_status`.
+    pub unsafe fn request_get_status(
+        request: MPI_Request,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Request_get_status(request, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitall`.
+    pub unsafe fn waitall(
+        count: c_int,
+        requests: *mut MPI_Request,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitall(count, requests, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testall`.
+    pub unsafe fn testall(
+        count: c_int,
+        requests: *mut MPI_Request,
+        flag: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testall(count, requests, flag, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitany`.
+    pub unsafe fn waitany(
+        count: c_int,
+        requests: *mut MPI_Request,
+        index: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitany(count, requests, index, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testany`.
+    pub unsafe fn testany(
+        count: c_int,
+        requests: *mut MPI_Request,
+        index: *mut c_int,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testany(count, requests, index, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitsome`.
+    pub unsafe fn waitsome(
+        count: c_int,
+        requests: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitsome(count, requests, outcount, indices, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testsome`.
+    pub unsafe fn testsome(
+        count: c_int,
+        requests: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testsome(count, requests, outcount, indices, statuses)
+    }
+}

@@ -154,12 +154,12 @@ impl Runtime {
             Entry::Mpi(known) => {
                 let handle = *request;
                 let code = if !self.needs_progress() {
-                    PMPI_Wait(request, status)
+                    mpi::user::wait(request, status)
                 } else {
                     let mut code = abi().success;
                     self.wait_until(known.as_ref().map(Request::focus), || {
                         let mut flag = 0;
-                        code = PMPI_Test(request, &mut flag, status);
+                        code = mpi::user::test(request, &mut flag, status);
                         flag != 0 || code != abi().success
                     });
                     code
@@ -186,7 +186,7 @@ impl Runtime {
             Entry::Mpi(known) => {
                 self.progress(known.as_ref().map(Request::focus));
                 let handle = *request;
-                let code = PMPI_Test(request, flag, status);
+                let code = mpi::user::test(request, flag, status);
                 if *flag != 0 {
                     self.completed_by_mpi(handle, &known);
                 }
@@ -214,7 +214,7 @@ impl Runtime {
         match Entry::of(self.lookup(request)) {
             Entry::Mpi(known) => {
                 self.progress(known.as_ref().map(Request::focus));
-                Ok(PMPI_Request_get_status(request, flag, status))
+                Ok(mpi::user::request_get_status(request, flag, status))
             }
             Entry::Shim(_, op) => {
                 self.progress(Some(op.focus()));
@@ -244,9 +244,9 @@ impl Runtime {
         let Some((entries, mut view)) = self.split(reqs) else {
             return Ok(keeping_errors(statuses, n, || {
                 if blocking {
-                    PMPI_Waitall(count, requests, statuses)
+                    mpi::user::waitall(count, requests, statuses)
                 } else {
-                    PMPI_Testall(count, requests, flag, statuses)
+                    mpi::user::testall(count, requests, flag, statuses)
                 }
             }));
         };
@@ -267,7 +267,7 @@ impl Runtime {
                 None => unfinished = entries.len(),
             }
             mpi_code = keeping_errors(statuses, n, || {
-                PMPI_Testall(count, view.as_mut_ptr(), &mut done, statuses)
+                mpi::user::testall(count, view.as_mut_ptr(), &mut done, statuses)
             });
             done != 0 || (mpi_code != abi().success && mpi_code != abi().err_in_status)
         };
@@ -343,9 +343,9 @@ impl Runtime {
         let reqs = std::slice::from_raw_parts_mut(requests, n);
         let Some((entries, mut view)) = self.split(reqs) else {
             return Ok(if blocking {
-                PMPI_Waitany(count, requests, index, status)
+                mpi::user::waitany(count, requests, index, status)
             } else {
-                PMPI_Testany(count, requests, index, flag, status)
+                mpi::user::testany(count, requests, index, flag, status)
             });
         };
         let mut outcome: Option<(c_int, Result<Code, Error>)> = None;
@@ -364,7 +364,8 @@ impl Runtime {
                 return true;
             }
             let (mut idx, mut mpi_flag) = (abi().undefined, 0);
-            let code = PMPI_Testany(count, view.as_mut_ptr(), &mut idx, &mut mpi_flag, status);
+            let code =
+                mpi::user::testany(count, view.as_mut_ptr(), &mut idx, &mut mpi_flag, status);
             if code != abi().success || (mpi_flag != 0 && idx != abi().undefined) {
                 if idx != abi().undefined {
                     let i = idx as usize;
@@ -414,9 +415,9 @@ impl Runtime {
         let Some((entries, mut view)) = self.split(reqs) else {
             return Ok(keeping_errors(statuses, n, || {
                 if blocking {
-                    PMPI_Waitsome(count, requests, outcount, indices, statuses)
+                    mpi::user::waitsome(count, requests, outcount, indices, statuses)
                 } else {
-                    PMPI_Testsome(count, requests, outcount, indices, statuses)
+                    mpi::user::testsome(count, requests, outcount, indices, statuses)
                 }
             }));
         };
@@ -433,7 +434,7 @@ impl Runtime {
             } else {
                 mpi_statuses.as_mut_ptr()
             };
-            let code = PMPI_Testsome(
+            let code = mpi::user::testsome(
                 count,
                 view.as_mut_ptr(),
                 &mut mpi_out,

@@ -217,20 +217,9 @@ impl Runtime {
                 comm.takeover.posted_to_mpi(false, self.multiple);
                 if !timed && !self.multiple && !self.needs_progress() {
                     // Native speed: MPI receives, fills the status and reports errors itself.
-                    #[cfg(large_count)]
-                    return Ok(PMPI_Recv_c(
+                    return Ok(mpi::user::recv(
                         buf.ptr,
                         buf.count,
-                        buf.datatype,
-                        target.source,
-                        target.tag,
-                        comm.handle,
-                        status,
-                    ));
-                    #[cfg(not(large_count))]
-                    return Ok(PMPI_Recv(
-                        buf.ptr,
-                        buf.count as c_int,
                         buf.datatype,
                         target.source,
                         target.tag,

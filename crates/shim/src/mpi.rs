@@ -261,6 +261,7 @@ pub fn improbe_any(comm: MPI_Comm) -> Option<(MPI_Message, MPI_Status)> {
 
 /// # Safety
 /// `buf` holds `count` elements of `datatype`, until the request completes.
+#[inline]
 pub unsafe fn irecv(
     buf: *mut c_void,
     count: Count,

@@ -49,15 +49,25 @@ pub(crate) fn nonblocking_then_wait(
 }
 
 /// Defines an exported `MPI_*` function that passes to `$pmpi` unless the runtime is active.
-/// The body gives a `Result<c_int, Error>`; `Error::Invalid` passes the call to `$pmpi`.
+/// The body gives a `Result<c_int, Error>`; `Error::Invalid` passes the call to `$pmpi`. A
+/// `plain` condition, when true, also sends the call to `$pmpi` as it is, without the shim's
+/// bookkeeping for a call in progress (it holds no lock and runs no callback).
 macro_rules! intercept {
     ($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) via $pmpi:ident, |$rt:ident| $body:expr) => {
+        intercept!($(#[$meta])* fn $name($($arg: $ty),*) via $pmpi, plain |_rt| false, |$rt| $body);
+    };
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) via $pmpi:ident,
+     plain |$prt:ident| $plain:expr, |$rt:ident| $body:expr) => {
         $(#[$meta])*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::os::raw::c_int {
             let Some(rt) = $crate::runtime::runtime() else {
                 return $crate::ffi::$pmpi($($arg),*);
             };
+            let $prt = rt;
+            if $plain {
+                return $crate::ffi::$pmpi($($arg),*);
+            }
             match $crate::intercept::guarded(stringify!($name), rt, |$rt| $body) {
                 Ok(code) | Err($crate::runtime::Error::Raised(code)) => code,
                 Err($crate::runtime::Error::Invalid) => $crate::ffi::$pmpi($($arg),*),

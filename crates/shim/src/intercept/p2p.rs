@@ -4,7 +4,7 @@
 use super::{intercept, nonblocking_then_wait};
 use crate::ffi::*;
 use crate::mpi::{self, abi};
-use crate::runtime::p2p::Buffer;
+use crate::runtime::p2p::{Buffer, PlainCall};
 use std::os::raw::{c_int, c_void};
 
 macro_rules! blocking_send {
@@ -24,13 +24,15 @@ macro_rules! receives {
     ($count:ty, $recv:ident, $precv:ident, $irecv:ident, $pirecv:ident, $init:ident, $pinit:ident,
      $sendrecv:ident, $psendrecv:ident, $replace:ident, $preplace:ident) => {
         intercept!(fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
-                tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) via $precv, |rt| {
+                tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) via $precv,
+                plain |rt| rt.plainly_delegated(comm, source, PlainCall::Recv), |rt| {
             let target = rt.target(comm, source, tag, Some((count as Count, datatype)))?;
             rt.recv(Buffer { ptr: buf, count: count as Count, datatype }, target, status)
         });
 
         intercept!(fn $irecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
-                tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) via $pirecv, |rt| {
+                tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) via $pirecv,
+                plain |rt| rt.plainly_delegated(comm, source, PlainCall::Irecv), |rt| {
             let target = rt.target(comm, source, tag, Some((count as Count, datatype)))?;
             rt.irecv(Buffer { ptr: buf, count: count as Count, datatype }, target, request)
         });
@@ -166,7 +168,8 @@ via PMPI_Probe, |rt| {
 
 intercept!(fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
     status: *mut MPI_Status)
-via PMPI_Iprobe, |rt| {
+via PMPI_Iprobe,
+plain |rt| rt.plainly_delegated(comm, source, PlainCall::Iprobe), |rt| {
     let target = rt.target(comm, source, tag, None)?;
     rt.probe(target, false, false, flag, std::ptr::null_mut(), status)
 });
@@ -180,7 +183,8 @@ via PMPI_Mprobe, |rt| {
 
 intercept!(fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
     message: *mut MPI_Message, status: *mut MPI_Status)
-via PMPI_Improbe, |rt| {
+via PMPI_Improbe,
+plain |rt| rt.plainly_delegated(comm, source, PlainCall::Iprobe), |rt| {
     let target = rt.target(comm, source, tag, None)?;
     rt.probe(target, false, true, flag, message, status)
 });

@@ -52,6 +52,16 @@ enum Entry {
     Shim(Request, Arc<dyn Operation>),
 }
 
+/// A request array as a completion call over several requests sees it.
+enum Split {
+    /// No operation of the shim's is among them and nothing needs the shim's progress: MPI's
+    /// call serves, and the requests the shim counts (delegated receives, with their positions)
+    /// are accounted for after it.
+    Mpi(Vec<(usize, Request)>),
+    /// Each request's entry, and the array MPI is asked about (the shim's operations null).
+    Mixed(Vec<Entry>, Vec<MPI_Request>),
+}
+
 impl Entry {
     fn of(request: Option<Request>) -> Entry {
         match request {
@@ -120,17 +130,20 @@ impl Runtime {
         }
     }
 
-    /// The entries of an array of requests, and a copy of it with the shim's operations nulled
-    /// for MPI's own calls; `None` when MPI can take the whole array itself.
-    fn split(&self, requests: &[MPI_Request]) -> Option<(Vec<Entry>, Vec<MPI_Request>)> {
-        let known = self.lookup_all(requests);
-        if known.is_none() && !self.needs_progress() {
-            return None;
+    /// Sorts a request array for a completion call over several requests.
+    fn split(&self, requests: &[MPI_Request]) -> Split {
+        let known = self.known_in(requests);
+        if !self.needs_progress()
+            && known
+                .iter()
+                .all(|(_, r)| matches!(r, Request::Delegated(_)))
+        {
+            return Split::Mpi(known);
         }
-        let entries: Vec<Entry> = match known {
-            Some(known) => known.into_iter().map(Entry::of).collect(),
-            None => requests.iter().map(|_| Entry::Mpi(None)).collect(),
-        };
+        let mut entries: Vec<Entry> = requests.iter().map(|_| Entry::Mpi(None)).collect();
+        for (i, request) in known {
+            entries[i] = Entry::of(Some(request));
+        }
         let view = requests
             .iter()
             .zip(&entries)
@@ -142,7 +155,26 @@ impl Runtime {
                 }
             })
             .collect();
-        Some((entries, view))
+        Split::Mixed(entries, view)
+    }
+
+    /// Runs MPI's own completion call on the user's array, then accounts for the delegated
+    /// receives among `known` that it completed (MPI sets a completed request's handle to
+    /// `MPI_REQUEST_NULL`).
+    unsafe fn through_mpi(
+        &self,
+        requests: *mut MPI_Request,
+        known: Vec<(usize, Request)>,
+        call: impl FnOnce() -> Code,
+    ) -> Code {
+        let before: Vec<MPI_Request> = known.iter().map(|&(i, _)| *requests.add(i)).collect();
+        let code = call();
+        for ((i, request), handle) in known.into_iter().zip(before) {
+            if *requests.add(i) != handle {
+                self.completed_by_mpi(handle, &Some(request));
+            }
+        }
+        code
     }
 
     pub unsafe fn wait(
@@ -241,14 +273,19 @@ impl Runtime {
     ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((entries, mut view)) = self.split(reqs) else {
-            return Ok(keeping_errors(statuses, n, || {
-                if blocking {
-                    mpi::user::waitall(count, requests, statuses)
-                } else {
-                    mpi::user::testall(count, requests, flag, statuses)
-                }
-            }));
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    keeping_errors(statuses, n, || {
+                        if blocking {
+                            mpi::user::waitall(count, requests, statuses)
+                        } else {
+                            mpi::user::testall(count, requests, flag, statuses)
+                        }
+                    })
+                }))
+            }
         };
         let mut done = 0;
         let mut mpi_code = abi().success;
@@ -341,12 +378,17 @@ impl Runtime {
     ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((entries, mut view)) = self.split(reqs) else {
-            return Ok(if blocking {
-                mpi::user::waitany(count, requests, index, status)
-            } else {
-                mpi::user::testany(count, requests, index, flag, status)
-            });
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    if blocking {
+                        mpi::user::waitany(count, requests, index, status)
+                    } else {
+                        mpi::user::testany(count, requests, index, flag, status)
+                    }
+                }))
+            }
         };
         let mut outcome: Option<(c_int, Result<Code, Error>)> = None;
         let mut check = || {
@@ -412,14 +454,19 @@ impl Runtime {
     ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((entries, mut view)) = self.split(reqs) else {
-            return Ok(keeping_errors(statuses, n, || {
-                if blocking {
-                    mpi::user::waitsome(count, requests, outcount, indices, statuses)
-                } else {
-                    mpi::user::testsome(count, requests, outcount, indices, statuses)
-                }
-            }));
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    keeping_errors(statuses, n, || {
+                        if blocking {
+                            mpi::user::waitsome(count, requests, outcount, indices, statuses)
+                        } else {
+                            mpi::user::testsome(count, requests, outcount, indices, statuses)
+                        }
+                    })
+                }))
+            }
         };
         let mut mpi_indices = vec![0 as c_int; n];
         let mut mpi_statuses = vec![mpi::zeroed_status(); n];

@@ -68,8 +68,7 @@ pub struct Runtime {
     listed: Mutex<Vec<&'static Comm>>,
     /// Receives anywhere in the process that need the shim's progress to complete.
     pending: AtomicUsize,
-    requests: Mutex<FxHashMap<usize, Request>>,
-    request_count: AtomicUsize,
+    requests: request::Registry,
     /// Counters of communicators already freed.
     retired: Mutex<report::Totals>,
     pub clock: clock::Clock,
@@ -164,8 +163,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         next_comm_id: AtomicU64::new(0),
         listed: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
-        requests: Mutex::new(FxHashMap::default()),
-        request_count: AtomicUsize::new(0),
+        requests: request::Registry::new(),
         retired: Mutex::new(report::Totals::default()),
         clock: clock::Clock::new(),
         finalized: AtomicBool::new(false),
@@ -207,22 +205,35 @@ impl Runtime {
     /// The state of `handle`, created on first use. `Err(Invalid)` for a handle MPI rejects.
     #[inline]
     pub fn comm(&self, handle: MPI_Comm) -> Result<&'static Comm, Error> {
-        let key = handle.key();
-        if !self.multiple {
-            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
-            if let (cached, Some(comm)) = unsafe { *self.last_comm.0.get() } {
-                if cached == key {
-                    return Ok(comm);
-                }
-            }
+        match self.last_comm(handle) {
+            Some(comm) => Ok(comm),
+            None => self.comm_from_table(handle),
         }
+    }
+
+    /// The communicator looked up last, if it is `handle` (below `MPI_THREAD_MULTIPLE`).
+    #[inline]
+    pub fn last_comm(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        if self.multiple {
+            return None;
+        }
+        // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+        match unsafe { *self.last_comm.0.get() } {
+            (cached, comm) if cached == handle.key() => comm,
+            _ => None,
+        }
+    }
+
+    #[inline(never)]
+    fn comm_from_table(&self, handle: MPI_Comm) -> Result<&'static Comm, Error> {
+        let key = handle.key();
         let known = self.comms.read().get(&key).copied();
         let comm = match known {
             Some(comm) => comm,
             None => self.add_comm(handle)?,
         };
         if !self.multiple {
-            // SAFETY: as above.
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
             unsafe { *self.last_comm.0.get() = (key, Some(comm)) };
         }
         Ok(comm)
@@ -382,36 +393,21 @@ impl Runtime {
     }
 
     pub fn register(&self, handle: MPI_Request, request: Request) {
-        if self.requests.lock().insert(handle.key(), request).is_none() {
-            self.request_count.fetch_add(1, Ordering::AcqRel);
-        }
+        self.requests.insert(handle, request);
     }
 
     #[inline]
     pub fn lookup(&self, handle: MPI_Request) -> Option<Request> {
-        if self.request_count.load(Ordering::Acquire) == 0 || handle == abi().request_null {
-            return None;
-        }
-        self.requests.lock().get(&handle.key()).cloned()
+        self.requests.get(handle)
     }
 
-    /// `lookup` for each handle, under one lock; `None` when the shim knows none of them.
-    pub fn lookup_all(&self, handles: &[MPI_Request]) -> Option<Vec<Option<Request>>> {
-        if self.request_count.load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        let requests = self.requests.lock();
-        let found: Vec<Option<Request>> = handles
-            .iter()
-            .map(|h| requests.get(&h.key()).cloned())
-            .collect();
-        found.iter().any(Option::is_some).then_some(found)
+    /// The requests among `handles` the shim knows, with their positions.
+    pub fn known_in(&self, handles: &[MPI_Request]) -> Vec<(usize, Request)> {
+        self.requests.known_in(handles)
     }
 
     pub fn unregister(&self, handle: MPI_Request) {
-        if self.requests.lock().remove(&handle.key()).is_some() {
-            self.request_count.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.requests.remove(handle);
     }
 
     /// Raises `code` through `comm`'s error handler. When that handler ends the program, the

@@ -8,7 +8,7 @@
 use super::comm::{point_to_point, Channel, Comm, Matched, Posted, Queues, Waiter};
 use super::recv::{Delivery, Persistent, Receive, RecvOp, RecvState, Taken};
 use super::request::{self, Operation, Request};
-use super::takeover::{Call, Mode};
+use super::takeover::{Call, Mode, TRACK_EVERY};
 use super::{Error, Runtime};
 use crate::config::Takeover as Policy;
 use crate::ffi::*;
@@ -32,6 +32,18 @@ impl Buffer {
     fn borrowed(self) -> Receive {
         Receive::new(self.ptr, self.count, HeldType::borrow(self.datatype))
     }
+}
+
+/// A receive-side call MPI may take as the user made it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum PlainCall {
+    /// `Recv`: blocks inside MPI, so only while nothing needs the shim.
+    Recv,
+    /// `Irecv`: posts a receive MPI holds after the call; one in a few is followed instead.
+    Irecv,
+    /// `Iprobe`, `Improbe`: return at once. (`Probe` takes the full path: MPICH writes its
+    /// status's `MPI_ERROR`.)
+    Iprobe,
 }
 
 /// A receive's or probe's envelope arguments, checked against the communicator.
@@ -83,6 +95,7 @@ impl Drop for Permit<'_> {
 
 impl Runtime {
     /// Checks a receive's or probe's arguments; `Err(Invalid)` lets MPI report a bad one.
+    #[inline]
     pub fn target(
         &self,
         comm: MPI_Comm,
@@ -110,6 +123,7 @@ impl Runtime {
     }
 
     /// Decides where a receive-side call on `comm` goes, switching modes as the policy says.
+    #[inline]
     fn route(&self, comm: &'static Comm) -> Route<'static> {
         loop {
             if comm.takeover.mode() == Mode::Delegated {
@@ -140,6 +154,7 @@ impl Runtime {
     /// Runs `call` (a receive or probe going to MPI), timed when `timed`: a sample for the
     /// takeover policy, which takes over when the samples say MPI searched deep. `found` tells
     /// from the result whether MPI found the message at once (then the call also moved it).
+    #[inline]
     fn sampled<T>(
         &self,
         comm: &'static Comm,
@@ -147,14 +162,25 @@ impl Runtime {
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
     ) -> Result<T, Code> {
-        if !timed {
-            return call();
+        if timed {
+            self.timed(comm, call, found)
+        } else {
+            call()
         }
+    }
+
+    #[inline(never)]
+    fn timed<T>(
+        &self,
+        comm: &'static Comm,
+        call: impl FnOnce() -> Result<T, Code>,
+        found: impl FnOnce(&T) -> bool,
+    ) -> Result<T, Code> {
         let start = self.clock.ticks();
         let result = call();
         let ticks = self.clock.ticks() - start;
         if let (Ok(value), Some(rate)) = (&result, self.clock.ticks_per_ns()) {
-            if comm.takeover.timed(ticks, rate, found(value)) {
+            if comm.takeover.timed(ticks, rate, || found(value)) {
                 comm.queues.lock().take_over(comm, self);
             }
         }
@@ -162,6 +188,7 @@ impl Runtime {
     }
 
     /// A delegated receive into `buf`, posted to MPI (timed when `timed`).
+    #[inline]
     unsafe fn post_delegated(
         &self,
         target: &Target,
@@ -186,19 +213,24 @@ impl Runtime {
         )
     }
 
-    /// A receive MPI now holds for a delegated communicator; counted while the takeover
-    /// policy watches MPI's queue.
+    /// A nonblocking receive MPI now holds for a delegated communicator; followed to its
+    /// completion now and then while the takeover policy watches MPI's queue.
+    #[inline]
     fn delegated(&self, comm: &'static Comm, request: MPI_Request) {
-        let tracked = self.config.takeover == Policy::Auto;
-        comm.takeover.posted_to_mpi(tracked, self.multiple);
-        if tracked {
+        let weight = if self.config.takeover == Policy::Auto {
+            comm.takeover.follow_nonblocking()
+        } else {
+            0
+        };
+        comm.takeover.posted_to_mpi(weight, self.multiple);
+        if weight > 0 {
             self.register(request, Request::Delegated(comm));
         }
     }
 
-    /// MPI completed (or the user freed) a receive it held for a delegated communicator.
+    /// MPI completed (or the user freed) a followed delegated receive.
     pub fn delegated_done(&self, comm: &Comm) {
-        comm.takeover.completed_in_mpi(self.multiple);
+        comm.takeover.completed_in_mpi(TRACK_EVERY, self.multiple);
     }
 
     pub unsafe fn recv(
@@ -214,7 +246,7 @@ impl Runtime {
         let comm = target.comm;
         let (result, code) = match self.route(comm) {
             Route::Mpi { timed, permit } => {
-                comm.takeover.posted_to_mpi(false, self.multiple);
+                comm.takeover.posted_to_mpi(0, self.multiple);
                 if !timed && !self.multiple && !self.needs_progress() {
                     // Native speed: MPI receives, fills the status and reports errors itself.
                     return Ok(mpi::user::recv(
@@ -280,6 +312,26 @@ impl Runtime {
         }
     }
 
+    /// Whether a receive-side call goes to MPI as the user made it, with nothing for the shim
+    /// to do but count it: the way most calls go while queues are short. MPI checks the
+    /// arguments itself. False: the call takes the full path.
+    #[inline]
+    pub fn plainly_delegated(&self, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
+        let Some(comm) = self.last_comm(comm) else {
+            return false;
+        };
+        // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
+        let receives = call != PlainCall::Iprobe;
+        source != abi().proc_null
+            && !(call == PlainCall::Recv && self.needs_progress())
+            && comm.takeover.plain_delegation(
+                self.config.takeover,
+                call == PlainCall::Irecv,
+                receives,
+            )
+    }
+
+    #[inline]
     pub unsafe fn irecv(
         &self,
         buf: Buffer,
@@ -288,10 +340,7 @@ impl Runtime {
     ) -> Result<Code, Error> {
         let comm = target.comm;
         if target.is_proc_null() {
-            // MPI's own status for this, which MPICH 4.0.2 gets wrong.
-            let op = RecvOp::new(buf.borrowed(), target.source, target.tag, comm);
-            op.finish(empty_status(abi().proc_null), abi().success);
-            return self.grequest_for(op, request);
+            return self.irecv_proc_null(buf, target, request);
         }
         match self.route(comm) {
             Route::Mpi { timed, permit } => {
@@ -306,36 +355,59 @@ impl Runtime {
                     Err(err) => Ok(err),
                 }
             }
-            Route::Shim(mut queues) => {
-                let mut held = Ok(());
-                let (posted, op) = queues.post_op(comm, self, target.pattern(), || {
-                    let datatype = HeldType::hold(buf.datatype).unwrap_or_else(|err| {
-                        held = Err(err);
-                        HeldType::borrow(buf.datatype)
-                    });
-                    let receive = Receive::new(buf.ptr, buf.count, datatype);
-                    RecvOp::new(receive, target.source, target.tag, comm)
-                });
-                drop(queues);
-                match posted {
-                    Posted::Found(mut arrived) => {
-                        match mpi::imrecv(buf.ptr, buf.count, buf.datatype, &mut arrived.message) {
-                            Ok(real) => {
-                                *request = real;
-                                Ok(abi().success)
-                            }
-                            Err(err) => Ok(err),
-                        }
+            Route::Shim(queues) => self.irecv_in_shim(queues, buf, target, request),
+        }
+    }
+
+    /// MPI's own status for a receive from `MPI_PROC_NULL`, which MPICH 4.0.2 gets wrong.
+    #[cold]
+    unsafe fn irecv_proc_null(
+        &self,
+        buf: Buffer,
+        target: Target,
+        request: *mut MPI_Request,
+    ) -> Result<Code, Error> {
+        let op = RecvOp::new(buf.borrowed(), target.source, target.tag, target.comm);
+        op.finish(empty_status(abi().proc_null), abi().success);
+        self.grequest_for(op, request)
+    }
+
+    #[inline(never)]
+    unsafe fn irecv_in_shim(
+        &self,
+        mut queues: MutexGuard<'static, Queues>,
+        buf: Buffer,
+        target: Target,
+        request: *mut MPI_Request,
+    ) -> Result<Code, Error> {
+        let comm = target.comm;
+        let mut held = Ok(());
+        let (posted, op) = queues.post_op(comm, self, target.pattern(), || {
+            let datatype = HeldType::hold(buf.datatype).unwrap_or_else(|err| {
+                held = Err(err);
+                HeldType::borrow(buf.datatype)
+            });
+            let receive = Receive::new(buf.ptr, buf.count, datatype);
+            RecvOp::new(receive, target.source, target.tag, comm)
+        });
+        drop(queues);
+        match posted {
+            Posted::Found(mut arrived) => {
+                match mpi::imrecv(buf.ptr, buf.count, buf.datatype, &mut arrived.message) {
+                    Ok(real) => {
+                        *request = real;
+                        Ok(abi().success)
                     }
-                    Posted::Queued(_) => {
-                        let op = op.expect("made when queued");
-                        if let Err(err) = held {
-                            self.cancel_recv(&op);
-                            return Err(self.raise(comm.handle, err));
-                        }
-                        self.grequest_for(op, request)
-                    }
+                    Err(err) => Ok(err),
                 }
+            }
+            Posted::Queued(_) => {
+                let op = op.expect("made when queued");
+                if let Err(err) = held {
+                    self.cancel_recv(&op);
+                    return Err(self.raise(comm.handle, err));
+                }
+                self.grequest_for(op, request)
             }
         }
     }
@@ -424,8 +496,9 @@ impl Runtime {
                 let code = started.err().unwrap_or(abi().success);
                 if code == abi().success {
                     p.in_mpi.store(true, Ordering::Release);
-                    let tracked = self.config.takeover == Policy::Auto;
-                    comm.takeover.posted_to_mpi(tracked, self.multiple);
+                    // Persistent receives are registered anyway: each is followed.
+                    let weight = (self.config.takeover == Policy::Auto) as usize;
+                    comm.takeover.posted_to_mpi(weight, self.multiple);
                 }
                 Ok(code)
             }
@@ -450,7 +523,7 @@ impl Runtime {
     /// MPI finished the start of a persistent receive it ran.
     pub fn persistent_done_in_mpi(&self, p: &Persistent) {
         if p.in_mpi.swap(false, Ordering::AcqRel) && self.config.takeover == Policy::Auto {
-            self.delegated_done(p.comm);
+            p.comm.takeover.completed_in_mpi(1, self.multiple);
         }
     }
 

@@ -14,9 +14,11 @@ use super::comm::Comm;
 use super::recv::{Persistent, RecvOp};
 use super::Runtime;
 use crate::ffi::{MPI_Request, MPI_Status};
-use crate::mpi::{self, abi, Code};
+use crate::mpi::{self, abi, Code, HandleKey};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// How an operation ended.
@@ -181,5 +183,93 @@ impl Request {
 impl Persistent {
     pub fn shim_op(&self) -> Option<Arc<RecvOp>> {
         self.current.lock().clone()
+    }
+}
+
+/// The user handles the shim knows, with what stands behind each.
+///
+/// Completion calls ask about every handle they get, most of them MPI's own; a one-word filter
+/// of the registered handles' hashes answers most of those questions without the table's lock.
+/// A bit stays set after its handle goes until the table runs empty or the filter is rebuilt
+/// (every few removals), so the filter may say "maybe" for an unknown handle but never "no"
+/// for a known one.
+pub struct Registry {
+    table: Mutex<Table>,
+    filter: AtomicU64,
+}
+
+#[derive(Default)]
+struct Table {
+    requests: FxHashMap<usize, Request>,
+    removals: u32,
+}
+
+/// Removals between rebuilds of the filter.
+const REBUILD_EVERY: u32 = 16;
+
+fn filter_bit(key: usize) -> u64 {
+    1 << ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry {
+            table: Mutex::new(Table::default()),
+            filter: AtomicU64::new(0),
+        }
+    }
+
+    pub fn insert(&self, handle: MPI_Request, request: Request) {
+        let key = handle.key();
+        let mut table = self.table.lock();
+        table.requests.insert(key, request);
+        self.filter.fetch_or(filter_bit(key), Release);
+    }
+
+    #[inline]
+    fn maybe_known(&self, key: usize) -> bool {
+        self.filter.load(Acquire) & filter_bit(key) != 0
+    }
+
+    #[inline]
+    pub fn get(&self, handle: MPI_Request) -> Option<Request> {
+        let key = handle.key();
+        if !self.maybe_known(key) || handle == abi().request_null {
+            return None;
+        }
+        self.table.lock().requests.get(&key).cloned()
+    }
+
+    /// The known handles among `handles`, with their positions.
+    pub fn known_in(&self, handles: &[MPI_Request]) -> Vec<(usize, Request)> {
+        let filter = self.filter.load(Acquire);
+        let mut known = Vec::new();
+        if filter == 0 {
+            return known;
+        }
+        let mut table = None;
+        for (i, handle) in handles.iter().enumerate() {
+            let key = handle.key();
+            if filter & filter_bit(key) != 0 {
+                let table = table.get_or_insert_with(|| self.table.lock());
+                if let Some(request) = table.requests.get(&key) {
+                    known.push((i, request.clone()));
+                }
+            }
+        }
+        known
+    }
+
+    pub fn remove(&self, handle: MPI_Request) {
+        let mut table = self.table.lock();
+        if table.requests.remove(&handle.key()).is_none() {
+            return;
+        }
+        table.removals += 1;
+        if table.requests.is_empty() || table.removals >= REBUILD_EVERY {
+            table.removals = 0;
+            let filter = table.requests.keys().fold(0, |f, &k| f | filter_bit(k));
+            self.filter.store(filter, Release);
+        }
     }
 }

@@ -45,6 +45,11 @@ const MPI_NS_PER_ELEMENT: u64 = 2;
 /// Every this many receive calls on a delegated communicator one is timed.
 const SAMPLE_EVERY: u32 = 16;
 
+/// One nonblocking delegated receive in this many is followed to its completion and stands
+/// for all of them in the count of receives MPI holds: following each one would cost a
+/// registry entry per receive, more than MPI's own work for a small message.
+pub const TRACK_EVERY: usize = 32;
+
 /// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
 /// preempted process only some calls.
 const DEEP_IN_A_ROW: u32 = 4;
@@ -54,8 +59,11 @@ pub struct Takeover {
     mode: AtomicU8,
     /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
     permits: AtomicUsize,
-    /// Receives MPI holds for this communicator (posted delegated, not yet seen complete).
+    /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
+    /// the followed ones tell: each counts for the receives it stands for.
     pub outstanding: AtomicUsize,
+    /// Nonblocking receives posted delegated: the clock that picks those followed.
+    nonblocking: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
     limit: AtomicUsize,
     /// Receive calls so far: the sampling and flipping clock.
@@ -99,6 +107,7 @@ impl Takeover {
             mode: AtomicU8::new(mode as u8),
             permits: AtomicUsize::new(0),
             outstanding: AtomicUsize::new(0),
+            nonblocking: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
             calls: AtomicU32::new(0),
             dense: AtomicU32::new(4),
@@ -112,19 +121,33 @@ impl Takeover {
         }
     }
 
-    /// A receive went to MPI; `tracked`: MPI holds it until its completion is seen.
+    /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
+    /// receives' worth of the count waits for (0: the receive is not followed).
     #[inline]
-    pub fn posted_to_mpi(&self, tracked: bool, multiple: bool) {
+    pub fn posted_to_mpi(&self, weight: usize, multiple: bool) {
         add(&self.delegated_receives, 1, multiple);
-        if tracked {
-            add(&self.outstanding, 1, multiple);
+        if weight > 0 {
+            add(&self.outstanding, weight as isize, multiple);
         }
     }
 
-    /// MPI completed (or the user freed) a tracked receive.
+    /// A nonblocking receive goes to MPI: the weight to follow it with, [`TRACK_EVERY`] for
+    /// one in that many and 0 for the others.
     #[inline]
-    pub fn completed_in_mpi(&self, multiple: bool) {
-        add(&self.outstanding, -1, multiple);
+    pub fn follow_nonblocking(&self) -> usize {
+        let n = self.nonblocking.load(Relaxed).wrapping_add(1);
+        self.nonblocking.store(n, Relaxed);
+        if n.is_multiple_of(TRACK_EVERY) {
+            TRACK_EVERY
+        } else {
+            0
+        }
+    }
+
+    /// MPI completed (or the user freed) a followed receive of `weight`.
+    #[inline]
+    pub fn completed_in_mpi(&self, weight: usize, multiple: bool) {
+        add(&self.outstanding, -(weight as isize), multiple);
     }
 
     #[inline]
@@ -219,16 +242,54 @@ impl Takeover {
         }
     }
 
+    /// A receive-side call on this communicator that goes to MPI with nothing to watch:
+    /// delegated under `auto`, neither timed nor (`posting` a receive) followed, and no
+    /// takeover due; `receives`: a receive, not a probe. Counts it as
+    /// [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would; false leaves
+    /// everything as it was, for the full path to decide. Below `MPI_THREAD_MULTIPLE` only.
+    #[inline]
+    pub fn plain_delegation(&self, policy: Policy, posting: bool, receives: bool) -> bool {
+        if policy != Policy::Auto
+            || self.mode() != Mode::Delegated
+            || self.dense.load(Relaxed) > 0
+            || self.outstanding.load(Relaxed) > self.limit.load(Relaxed)
+        {
+            return false;
+        }
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        let followed = self
+            .nonblocking
+            .load(Relaxed)
+            .wrapping_add(posting as usize);
+        if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(TRACK_EVERY)) {
+            return false;
+        }
+        self.calls.store(calls, Relaxed);
+        self.nonblocking.store(followed, Relaxed);
+        if receives {
+            add(&self.delegated_receives, 1, false);
+        }
+        true
+    }
+
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
     /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than half the
     /// outstanding-receive limit (the depth at which the shim pays, raised after takeovers that
     /// did not), against the quickest calls of the same kind.
-    pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: bool) -> bool {
+    pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
+        let depth = self.limit.load(Relaxed) as u64 / 2;
+        let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
+        // Shallow against the cheaper kind's floor: then the kind needs no asking (which
+        // may cost MPI a round of progress).
+        let posted_floor = self.fastest[0].load(Relaxed);
+        if posted_floor != u64::MAX && ticks < posted_floor.saturating_add(deep_ticks) {
+            self.deep_in_row.store(0, Relaxed);
+            return false;
+        }
+        let found = found();
         let fastest = self.fastest[found as usize].load(Relaxed).min(ticks);
         self.fastest[found as usize].store(fastest, Relaxed);
-        let depth = self.limit.load(Relaxed) as u64 / 2;
-        let deep_ticks = (depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns;
-        let deep = (ticks - fastest) as f64 >= deep_ticks;
+        let deep = ticks - fastest >= deep_ticks;
         let in_row = if deep {
             self.deep_in_row.load(Relaxed) + 1
         } else {
@@ -376,23 +437,26 @@ mod tests {
     fn deep_timed_calls_in_a_row_ask_for_takeover() {
         let t = Takeover::new(Policy::Auto, 64, 0);
         let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
-        assert!(!t.timed(100, 1.0, false));
+        assert!(!t.timed(100, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
-            assert!(!t.timed(deep, 1.0, false));
+            assert!(!t.timed(deep, 1.0, || false));
         }
-        assert!(!t.timed(150, 1.0, false), "a shallow call breaks the row");
-        for _ in 1..DEEP_IN_A_ROW {
-            assert!(!t.timed(deep, 1.0, false));
-        }
-        assert!(t.timed(deep, 1.0, false));
         assert!(
-            !t.timed(deep / 2, 2.0, false),
+            !t.timed(150, 1.0, || false),
+            "a shallow call breaks the row"
+        );
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(t.timed(deep, 1.0, || false));
+        assert!(
+            !t.timed(deep / 2, 2.0, || false),
             "the same time at twice the rate is shallow"
         );
         t.episode_ended(false, 64);
         for _ in 0..DEEP_IN_A_ROW {
             assert!(
-                !t.timed(deep, 1.0, false),
+                !t.timed(deep, 1.0, || false),
                 "after a takeover that did not pay, deeper"
             );
         }
@@ -401,11 +465,13 @@ mod tests {
     #[test]
     fn calls_that_found_their_message_are_compared_among_themselves() {
         let t = Takeover::new(Policy::Auto, 64, 0);
-        assert!(!t.timed(100, 1.0, false));
+        assert!(!t.timed(100, 1.0, || false));
         // Moving the message costs more than posting a receive: not a deeper search.
         for _ in 0..2 * DEEP_IN_A_ROW {
-            assert!(!t.timed(100 + 200 * MPI_NS_PER_ELEMENT, 1.0, true));
+            assert!(!t.timed(100 + 200 * MPI_NS_PER_ELEMENT, 1.0, || true));
         }
+        // Shallow against the posted floor: the kind is not asked for.
+        assert!(!t.timed(110, 1.0, || unreachable!("asked")));
     }
 
     #[test]
@@ -423,6 +489,39 @@ mod tests {
         );
         t.episode_ended(true, 8);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+    }
+
+    #[test]
+    fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
+        let t = Takeover::new(Policy::Auto, 64, 0);
+        assert!(
+            !t.plain_delegation(Policy::Auto, false, true),
+            "timed after creation"
+        );
+        t.dense.store(0, Relaxed);
+        let total = SAMPLE_EVERY as usize * TRACK_EVERY;
+        let (mut full, mut timed, mut followed) = (0, 0, 0);
+        for _ in 0..total {
+            if t.plain_delegation(Policy::Auto, true, true) {
+                continue;
+            }
+            // What the full path then does with the same call.
+            full += 1;
+            if t.delegated_call(Policy::Auto) == Call::DelegateTimed {
+                timed += 1;
+            }
+            if t.follow_nonblocking() > 0 {
+                followed += 1;
+            }
+        }
+        assert_eq!(timed, total / SAMPLE_EVERY as usize);
+        assert_eq!(followed, total / TRACK_EVERY);
+        assert_eq!(t.delegated_receives.load(Relaxed), total - full);
+        for policy in [Policy::Always, Policy::Flip(3)] {
+            assert!(!t.plain_delegation(policy, false, true));
+        }
+        t.outstanding.store(1 << 20, Relaxed);
+        assert!(!t.plain_delegation(Policy::Auto, false, false));
     }
 
     #[test]

@@ -21,4 +21,4 @@ ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover
 ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
-ci/mpi4py.sh --mpi all --engines "col+pnp"
+ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"

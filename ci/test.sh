@@ -5,7 +5,7 @@
 # every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
 # flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
-# mpi4py's suite under the defaults on both MPIs.
+# mpi4py's suite on both MPIs under auto and flip:3.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"

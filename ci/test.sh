@@ -10,6 +10,7 @@ cd "$(repo_root)"
 # The command's tests run the shim built beside it.
 build_shim mpich
 cargo test --release
+ci/gpu-ptx.sh
 build_shim openmpi
 ci/ld-preload-tests.sh --mpi mpich --engines "$(engines | tr '\n' ' ')"
 # Every engine is pure Rust and MPI-agnostic; on Open MPI the references and the default suffice.

@@ -9,12 +9,15 @@ usage:
   matchshim report [--json] [--ranks] RUN_DIR...
   matchshim compare [--engines E1,E2,...] [--repeat R] [--mpi mpich|openmpi] [--lib PATH]
                     [--out DIR] [--plot FILE.svg] -n N -- PROGRAM [ARGS...]
+  matchshim gpu [--ptx DIR]
 
 run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
          (default matchshim-runs/<time>-<engine>) and prints the summary
 report   prints the summary of runs (--json: machine-readable; --ranks: a row per rank)
 compare  runs PROGRAM natively and under each engine (default: all), R times each (median),
          and prints queue search time speedups over `list`, queues allocated and wall times
+gpu      prints the CUDA driver, devices and NVRTC the gpu engine finds; --ptx writes its
+         kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
 
 The shim library defaults to target/release/libmatchshim.so (MPICH) or
 target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
@@ -52,6 +55,9 @@ pub enum Command {
     Rank {
         dir: PathBuf,
         program: Vec<String>,
+    },
+    Gpu {
+        ptx: Option<PathBuf>,
     },
     Help,
     Version,
@@ -134,9 +140,21 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
                 program,
             })
         }
+        "gpu" => {
+            let mut ptx = None;
+            while let Some(arg) = cursor.next() {
+                match arg.as_str() {
+                    "--ptx" => ptx = Some(PathBuf::from(cursor.value(&arg)?)),
+                    other => return Err(format!("gpu does not take {other:?}")),
+                }
+            }
+            Ok(Command::Gpu { ptx })
+        }
         "help" | "-h" | "--help" => Ok(Command::Help),
         "-V" | "--version" => Ok(Command::Version),
-        other => Err(format!("unknown command {other:?} (run, report, compare)")),
+        other => Err(format!(
+            "unknown command {other:?} (run, report, compare, gpu)"
+        )),
     }
 }
 
@@ -297,6 +315,23 @@ mod tests {
         assert_eq!(engines.unwrap(), ["list", "rank"]);
         assert_eq!((repeat, plot.unwrap()), (3, PathBuf::from("p.svg")));
         assert_eq!(launch.program, ["./a"]);
+    }
+
+    #[test]
+    fn gpu_takes_an_optional_ptx_directory() {
+        assert_eq!(parse_str("gpu").unwrap(), Command::Gpu { ptx: None });
+        assert_eq!(
+            parse_str("gpu --ptx=out").unwrap(),
+            Command::Gpu {
+                ptx: Some("out".into())
+            }
+        );
+        assert!(parse_str("gpu --ptx")
+            .unwrap_err()
+            .contains("--ptx needs a value"));
+        assert!(parse_str("gpu x")
+            .unwrap_err()
+            .contains("gpu does not take"));
     }
 
     #[test]

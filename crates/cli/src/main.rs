@@ -2,6 +2,7 @@
 
 mod args;
 mod compare;
+mod gpu;
 mod reports;
 mod runs;
 mod svg;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
             plot,
         } => compare(launch, engines, repeat, plot),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
+        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
         Command::Help => {
             println!("{}", args::USAGE);
             Ok(())

@@ -281,6 +281,7 @@ pub mod tests {
             unexpected_left: rank as u64,
             coll: "shim".to_string(),
             collectives: BTreeMap::new(),
+            gpu: None,
         }
         .to_line()
     }

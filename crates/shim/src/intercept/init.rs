@@ -43,6 +43,11 @@ unsafe fn init(start: impl FnOnce() -> c_int) -> c_int {
     if err == abi().success {
         let mut provided = 0;
         PMPI_Query_thread(&mut provided);
+        let mut rank = 0;
+        PMPI_Comm_rank(abi().comm_world, &mut rank);
+        if let Some(line) = crate::matching::gpu::init_message(config.engine, rank) {
+            eprintln!("{line}");
+        }
         install(config, provided);
     }
     err

@@ -232,13 +232,17 @@ impl Runtime {
             }
             PMPI_Comm_rank(handle, &mut rank);
         }
+        let params = crate::matching::EngineParams {
+            assertions: pmpi::assertions(handle),
+            ..self.config.params
+        };
         let comm = Arc::new(Comm::new(
             handle,
             size,
             rank,
             inter != 0,
             self.config.engine,
-            &self.config.params,
+            &params,
         ));
         let (comm, new) = match self.comms.write().entry(handle.key()) {
             std::collections::hash_map::Entry::Occupied(e) => (e.get().clone(), false),

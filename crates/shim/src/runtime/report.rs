@@ -4,7 +4,7 @@ use super::comm::Comm;
 use super::Runtime;
 use crate::config::CollMode;
 use crate::ffi::*;
-use crate::matching::EngineStats;
+use crate::matching::{EngineKind, EngineStats};
 use crate::report::{RankReport, Traffic, VERSION};
 use std::io::Write;
 
@@ -60,6 +60,7 @@ impl Totals {
             }
             .to_string(),
             collectives: rt.coll_stats.report(),
+            gpu: (rt.config.engine == EngineKind::Gpu).then(crate::matching::gpu::offload),
         }
     }
 }

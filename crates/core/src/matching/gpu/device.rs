@@ -52,10 +52,9 @@ fn nvrtc_present() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-const NO_DRIVER: &str = "no CUDA driver (libcuda.so not found)";
-const NO_NVRTC: &str =
-    "no NVRTC (libnvrtc.so.12 not found; pip's nvidia-cuda-nvrtc-cu12 ships one, put its lib \
-     directory on LD_LIBRARY_PATH)";
+const NO_DRIVER: &str = "no CUDA driver: libcuda.so not found";
+const NO_NVRTC: &str = "no NVRTC: libnvrtc.so.12 not found (pip's nvidia-cuda-nvrtc-cu12 ships \
+     it; put its lib directory on LD_LIBRARY_PATH)";
 
 /// The CUDA driver's version, as "12.4".
 pub fn driver_version() -> Result<String, String> {
@@ -84,7 +83,7 @@ pub struct DeviceInfo {
 pub fn devices() -> Result<Vec<DeviceInfo>, String> {
     driver_version()?;
     guarded("device query", || {
-        let count = CudaContext::device_count().map_err(|e| format!("no CUDA device ({e:?})"))?;
+        let count = CudaContext::device_count().map_err(|e| format!("no CUDA device: {e:?}"))?;
         (0..count)
             .map(|ordinal| {
                 let device = result::device::get(ordinal).map_err(|e| format!("{e:?}"))?;
@@ -172,12 +171,17 @@ fn open() -> Result<Device, String> {
     let info = devices()?
         .into_iter()
         .next()
-        .ok_or("no CUDA device (the driver sees none)")?;
+        .ok_or("no CUDA device: the driver sees none")?;
     let ptx = compile_ptx(info.capability.0, info.capability.1)?;
     let ctx = CudaContext::new(0).map_err(|e| format!("no CUDA context ({e:?})"))?;
-    let module = ctx
-        .load_module(ptx.into())
-        .map_err(|e| format!("the driver rejected the kernels' PTX ({e:?})"))?;
+    let module = ctx.load_module(ptx.into()).map_err(|e| {
+        let (driver, nvrtc) = (driver_version().unwrap_or_default(), nvrtc_version());
+        format!(
+            "CUDA driver {driver} rejected the PTX of NVRTC {} ({e:?}); an NVRTC no newer \
+                 than the driver is needed",
+            nvrtc.unwrap_or_default()
+        )
+    })?;
     let function = |name| {
         module
             .load_function(name)
@@ -309,4 +313,17 @@ pub fn record_failure(error: String) {
 /// The first device error, if any.
 pub fn failure() -> Option<&'static str> {
     FAILURE.get().map(String::as_str)
+}
+
+/// The file of a loaded library whose name contains `name`, from this process's mappings.
+pub fn loaded_library(name: &str) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| {
+            path.rsplit('/')
+                .next()
+                .is_some_and(|file| file.starts_with(name))
+        })
+        .map(String::from)
 }

@@ -27,7 +27,8 @@ mod side;
 mod tests;
 
 pub use device::{
-    compile_ptx, devices, driver_version, launches, nvrtc_version, source, DeviceInfo, KERNELS,
+    compile_ptx, devices, driver_version, launches, loaded_library, nvrtc_version, source,
+    DeviceInfo, KERNELS,
 };
 
 use super::{Class, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};

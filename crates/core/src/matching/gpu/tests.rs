@@ -189,7 +189,7 @@ fn without_a_device_the_engine_says_why_once_and_reports_the_cpu_path() {
     }
     let line = init_message(EngineKind::Gpu, 0).expect("rank 0 says why");
     assert!(
-        line.contains("gpu engine") && line.contains("CUDA driver"),
+        line.contains("gpu engine") && line.contains("no CUDA driver"),
         "{line}"
     );
     assert_eq!(init_message(EngineKind::Gpu, 1), None);

@@ -400,7 +400,7 @@ pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEng
         EngineKind::ColList => Box::new(Split::new(list::List::default(), col())),
         EngineKind::ListPnp => Box::new(Split::new(pnp(), list::List::default())),
         EngineKind::Batch => Box::new(BatchEngine::new()),
-        EngineKind::Gpu => Box::new(gpu::GpuEngine::new(params)),
+        EngineKind::Gpu => gpu::build(params),
     }
 }
 

@@ -32,7 +32,3 @@ ms_u32 ms_first_host(ms_u32 word_begin, ms_u32 word_end, const ms_u64 *keys, con
     }
     return MS_NONE;
 }
-
-ms_u32 ms_place_host(const ms_entry *table, ms_u32 bits, ms_u64 key) {
-    return ms_place(table, bits, key);
-}

@@ -33,14 +33,6 @@ extern "C" {
         queued_patterns: i32,
         depth: *mut u32,
     ) -> u32;
-    fn ms_place_host(table: *const Entry, bits: u32, key: u64) -> u32;
-}
-
-/// The table entry of `key`, or the unused entry where it goes.
-pub(super) fn place(table: &[Entry], bits: u32, key: u64) -> u32 {
-    assert_eq!(table.len(), 1 << bits);
-    // SAFETY: the table has 2^bits entries and at least one unused, so the probe ends.
-    unsafe { ms_place_host(table.as_ptr(), bits, key) }
 }
 
 /// The earliest live slot in words `begin..end` that fits `item`, and the live slots passed.

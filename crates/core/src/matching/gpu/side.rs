@@ -134,7 +134,7 @@ impl Side {
 
     /// The entry of `key`, made if absent.
     fn entry(&mut self, key: u64) -> u32 {
-        let e = host::place(&self.table, self.bits, key);
+        let e = place(&self.table, self.bits, key);
         let entry = &mut self.table[e as usize];
         if entry.key == EMPTY {
             *entry = Entry { key, ..UNUSED };
@@ -219,7 +219,7 @@ impl Side {
 
     /// The oldest live element with exactly this key.
     pub fn oldest(&self, key: u64) -> Option<u32> {
-        let e = &self.table[host::place(&self.table, self.bits, key) as usize];
+        let e = &self.table[place(&self.table, self.bits, key) as usize];
         (e.key == key && e.head != NONE).then_some(e.head)
     }
 
@@ -264,4 +264,16 @@ fn realloc<T: Copy>(memory: &mut Memory, old: &Buf<T>, len: usize, fill: T) -> B
         *memory = Memory::Host;
         old.resized_on_host(len, fill)
     })
+}
+
+/// kernels.h's `ms_place`, inlined for the CPU tier (a call into the host build costs a sixth
+/// of its speed); the lookup kernel's tests fail if the two ever differ.
+#[inline]
+fn place(table: &[Entry], bits: u32, key: u64) -> u32 {
+    let mask = (1u32 << bits) - 1;
+    let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as u32;
+    while table[i as usize].key != key && table[i as usize].key != EMPTY {
+        i = (i + 1) & mask;
+    }
+    i
 }

@@ -126,6 +126,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
+    fn cpu_tier_matches_like_one_ordered_list(ops in long_ops(true)) {
+        let mut engine = GpuEngine::host(&EngineParams::default(), Tiers::CPU);
+        check_against_model(&mut engine, &ops);
+    }
+
+    #[test]
     fn host_kernels_match_like_one_ordered_list(ops in ops(200)) {
         check_against_model(&mut kernels_engine(Assertions::default()), &ops);
         check_bursts(&mut kernels_engine(Assertions::default()), &ops, exact);

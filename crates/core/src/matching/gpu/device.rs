@@ -4,7 +4,9 @@
 //! under `catch_unwind`: no panic leaves this module.
 
 use cudarc::driver::PushKernelArg;
-use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaStream, LaunchConfig};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaFunction, CudaStream, LaunchArgs, LaunchConfig,
+};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -239,6 +241,25 @@ impl Device {
         })
     }
 
+    /// Launches `function` on `threads` threads with the arguments `args` pushes, and waits.
+    fn launch<'a>(
+        &'a self,
+        stream: &'a CudaStream,
+        function: &'a CudaFunction,
+        threads: usize,
+        args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<(), String> {
+        guarded("kernel launch", || {
+            let mut launch = stream.launch_builder(function);
+            args(&mut launch);
+            // SAFETY: the callers push the kernel's parameters in order; the arrays are mapped
+            // and outlive the launch, which is waited for.
+            unsafe { launch.launch(blocks(threads)) }.map_err(|e| format!("{e:?}"))?;
+            LAUNCHES.fetch_add(1, Ordering::Relaxed);
+            stream.synchronize().map_err(|e| format!("{e:?}"))
+        })
+    }
+
     /// The scan kernel over words `begin..end` (arguments as `host::scan`, device addresses).
     #[allow(clippy::too_many_arguments)]
     pub fn scan(
@@ -253,8 +274,8 @@ impl Device {
         patterns: i32,
         first: u64,
     ) -> Result<(), String> {
-        guarded("ms_scan", || {
-            let mut launch = stream.launch_builder(&self.scan);
+        let threads = (end - begin) as usize;
+        self.launch(stream, &self.scan, threads, |launch| {
             launch
                 .arg(&begin)
                 .arg(&end)
@@ -262,12 +283,6 @@ impl Device {
                 .arg(&live)
                 .arg(&items);
             launch.arg(&count).arg(&patterns).arg(&first);
-            // SAFETY: the arguments match ms_scan's parameters; the arrays are mapped and
-            // outlive the launch, which is waited for.
-            unsafe { launch.launch(blocks((end - begin) as usize)) }
-                .map_err(|e| format!("{e:?}"))?;
-            LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            stream.synchronize().map_err(|e| format!("{e:?}"))
         })
     }
 
@@ -286,8 +301,7 @@ impl Device {
         entry: u64,
         slot: u64,
     ) -> Result<(), String> {
-        guarded("ms_lookup", || {
-            let mut launch = stream.launch_builder(&self.lookup);
+        self.launch(stream, &self.lookup, count as usize, |launch| {
             launch
                 .arg(&count)
                 .arg(&items)
@@ -295,10 +309,6 @@ impl Device {
                 .arg(&bits)
                 .arg(&next);
             launch.arg(&claims).arg(&claim).arg(&entry).arg(&slot);
-            // SAFETY: as in `scan`.
-            unsafe { launch.launch(blocks(count as usize)) }.map_err(|e| format!("{e:?}"))?;
-            LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            stream.synchronize().map_err(|e| format!("{e:?}"))
         })
     }
 }

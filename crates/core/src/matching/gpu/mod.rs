@@ -485,13 +485,8 @@ impl MatchEngine for GpuEngine {
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.prq.find_id(recv) {
-            Some(slot) => {
-                self.prq.remove(slot);
-                true
-            }
-            None => false,
-        }
+        let slot = self.prq.find_id(recv);
+        slot.map(|slot| self.prq.remove(slot)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {

@@ -5,7 +5,7 @@
 
 use cudarc::driver::PushKernelArg;
 use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaStream, LaunchArgs, LaunchConfig,
+    result, sys, CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -234,81 +234,129 @@ impl Device {
         });
     }
 
-    /// A stream of its own for one engine.
-    pub fn stream(&self) -> Result<Arc<CudaStream>, String> {
-        guarded("cuStreamCreate", || {
-            self.ctx.new_stream().map_err(|e| format!("{e:?}"))
+    /// A stream and device memory of its own for one engine.
+    pub fn launcher(self: &Arc<Self>) -> Result<Launcher, String> {
+        guarded("launcher", || {
+            let stream = self.ctx.new_stream().map_err(|e| format!("{e:?}"))?;
+            let zeros = |len| stream.alloc_zeros::<u32>(len).map_err(|e| format!("{e:?}"));
+            Ok(Launcher {
+                device: self.clone(),
+                first: zeros(1)?,
+                slot: zeros(1)?,
+                claims: zeros(1)?,
+                stream: stream.clone(),
+            })
         })
+    }
+}
+
+/// One engine's launches. The queues are read in mapped host memory; the targets of the
+/// kernels' atomics and their outputs stay in device memory (atomics on mapped host memory are
+/// not dependable across PCIe), and the outputs come back by copy.
+pub struct Launcher {
+    device: Arc<Device>,
+    stream: Arc<CudaStream>,
+    first: CudaSlice<u32>,
+    slot: CudaSlice<u32>,
+    claims: CudaSlice<u32>,
+}
+
+fn driver<T>(result: Result<T, result::DriverError>) -> Result<T, String> {
+    result.map_err(|e| format!("{e:?}"))
+}
+
+impl Launcher {
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// `slice` with room for `len` elements.
+    fn room(
+        stream: &Arc<CudaStream>,
+        slice: &mut CudaSlice<u32>,
+        len: usize,
+    ) -> Result<(), String> {
+        if slice.len() < len {
+            *slice = driver(stream.alloc_zeros(len.next_power_of_two()))?;
+        }
+        Ok(())
     }
 
     /// Launches `function` on `threads` threads with the arguments `args` pushes, and waits.
     fn launch<'a>(
-        &'a self,
         stream: &'a CudaStream,
         function: &'a CudaFunction,
         threads: usize,
         args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<(), String> {
-        guarded("kernel launch", || {
-            let mut launch = stream.launch_builder(function);
-            args(&mut launch);
-            // SAFETY: the callers push the kernel's parameters in order; the arrays are mapped
-            // and outlive the launch, which is waited for.
-            unsafe { launch.launch(blocks(threads)) }.map_err(|e| format!("{e:?}"))?;
-            LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            stream.synchronize().map_err(|e| format!("{e:?}"))
-        })
+        let mut launch = stream.launch_builder(function);
+        args(&mut launch);
+        // SAFETY: the callers push the kernel's parameters in order; the mapped arrays and the
+        // device buffers outlive the launch, which is waited for.
+        driver(unsafe { launch.launch(blocks(threads)) })?;
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        driver(stream.synchronize())
     }
 
-    /// The scan kernel over words `begin..end` (arguments as `host::scan`, device addresses).
-    #[allow(clippy::too_many_arguments)]
+    /// The scan kernel over words `begin..end` of a mapped log (`keys`, `live`: device
+    /// addresses) for the mapped `items`; `first` (all NONE) gets the result per item.
     pub fn scan(
-        &self,
-        stream: &CudaStream,
-        begin: u32,
-        end: u32,
-        keys: u64,
-        live: u64,
+        &mut self,
+        (begin, end): (u32, u32),
+        (keys, live): (u64, u64),
         items: u64,
-        count: u32,
-        patterns: i32,
-        first: u64,
+        patterns: bool,
+        first: &mut [u32],
     ) -> Result<(), String> {
-        let threads = (end - begin) as usize;
-        self.launch(stream, &self.scan, threads, |launch| {
-            launch
-                .arg(&begin)
-                .arg(&end)
-                .arg(&keys)
-                .arg(&live)
-                .arg(&items);
-            launch.arg(&count).arg(&patterns).arg(&first);
+        guarded("ms_scan", || {
+            let (stream, count) = (&self.stream, first.len() as u32);
+            Self::room(stream, &mut self.first, first.len())?;
+            driver(stream.memcpy_htod(&*first, &mut self.first))?;
+            let (device, out, patterns) = (&self.device, &self.first, patterns as i32);
+            Self::launch(stream, &device.scan, (end - begin) as usize, |launch| {
+                launch
+                    .arg(&begin)
+                    .arg(&end)
+                    .arg(&keys)
+                    .arg(&live)
+                    .arg(&items);
+                launch.arg(&count).arg(&patterns).arg(out);
+            })?;
+            driver(stream.memcpy_dtoh(&self.first.slice(..first.len()), first))?;
+            driver(stream.synchronize())
         })
     }
 
-    /// The lookup kernel over `count` items (arguments as `host::lookup`, device addresses).
-    #[allow(clippy::too_many_arguments)]
+    /// The lookup kernel for the mapped `items` against a mapped table and chains (`table`,
+    /// `next`: device addresses); `entry` gets each item's entry and, with `claim`, `slot`
+    /// the element it takes.
     pub fn lookup(
-        &self,
-        stream: &CudaStream,
-        count: u32,
+        &mut self,
         items: u64,
-        table: u64,
-        bits: u32,
-        next: u64,
-        claims: u64,
-        claim: i32,
-        entry: u64,
-        slot: u64,
+        (table, bits, next): (u64, u32, u64),
+        claim: bool,
+        entry: &mut [u32],
+        slot: &mut [u32],
     ) -> Result<(), String> {
-        self.launch(stream, &self.lookup, count as usize, |launch| {
-            launch
-                .arg(&count)
-                .arg(&items)
-                .arg(&table)
-                .arg(&bits)
-                .arg(&next);
-            launch.arg(&claims).arg(&claim).arg(&entry).arg(&slot);
+        guarded("ms_lookup", || {
+            let (stream, count) = (&self.stream, entry.len());
+            Self::room(stream, &mut self.first, count)?;
+            Self::room(stream, &mut self.slot, count)?;
+            Self::room(stream, &mut self.claims, 1 << bits)?;
+            if claim {
+                driver(stream.memset_zeros(&mut self.claims))?;
+            }
+            let (device, claim, n) = (&self.device, claim as i32, count as u32);
+            let (claims, out_entry, out_slot) = (&self.claims, &self.first, &self.slot);
+            Self::launch(stream, &device.lookup, count, |launch| {
+                launch.arg(&n).arg(&items).arg(&table).arg(&bits).arg(&next);
+                launch.arg(claims).arg(&claim).arg(out_entry).arg(out_slot);
+            })?;
+            driver(stream.memcpy_dtoh(&self.first.slice(..count), entry))?;
+            if claim != 0 {
+                driver(stream.memcpy_dtoh(&self.slot.slice(..count), slot))?;
+            }
+            driver(stream.synchronize())
         })
     }
 }

@@ -38,10 +38,8 @@ use super::{Class, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Patt
 use super::{ANY_SOURCE, ANY_TAG};
 use crate::report::Offload;
 use buf::{Buf, Memory};
-use cudarc::driver::CudaStream;
-use device::{Device, Probe};
+use device::{Launcher, Probe};
 use side::{Side, NONE};
-use std::sync::Arc;
 
 const SOURCE: u64 = 0x7fff_ffff;
 const COLLECTIVE: u64 = 1 << 31;
@@ -96,24 +94,21 @@ impl Tiers {
 /// Who runs the kernels.
 enum Kernels {
     Host,
-    Device {
-        device: Arc<Device>,
-        stream: Arc<CudaStream>,
-    },
+    Device(Launcher),
 }
 
 impl Kernels {
     fn memory(&self) -> Memory {
         match self {
             Kernels::Host => Memory::Host,
-            Kernels::Device { device, .. } => Memory::Mapped(device.clone()),
+            Kernels::Device(launcher) => Memory::Mapped(launcher.device().clone()),
         }
     }
 
     /// `scratch.first[i]`: the earliest live slot of `side` that fits `scratch.items[i]`, for
     /// the first `count` items.
     fn scan(
-        &self,
+        &mut self,
         side: &Side,
         scratch: &mut Scratch,
         count: usize,
@@ -135,16 +130,12 @@ impl Kernels {
                 );
                 Ok(())
             }
-            Kernels::Device { device, stream } => device.scan(
-                stream,
-                begin as u32,
-                end as u32,
-                mapped(&side.keys)?,
-                mapped(&side.live)?,
+            Kernels::Device(launcher) => launcher.scan(
+                (begin as u32, end as u32),
+                (mapped(&side.keys)?, mapped(&side.live)?),
                 mapped(&scratch.items)?,
-                count as u32,
-                patterns as i32,
-                mapped(&scratch.first)?,
+                patterns,
+                &mut scratch.first[..count],
             ),
         }
     }
@@ -152,7 +143,7 @@ impl Kernels {
     /// `scratch.first[i]`: the table entry of `scratch.items[i]` in `side`; with `claim`,
     /// `scratch.slot[i]` the element it takes.
     fn lookup(
-        &self,
+        &mut self,
         side: &Side,
         scratch: &mut Scratch,
         claims: &mut Buf<u32>,
@@ -175,17 +166,12 @@ impl Kernels {
                 );
                 Ok(())
             }
-            Kernels::Device { device, stream } => device.lookup(
-                stream,
-                count as u32,
+            Kernels::Device(launcher) => launcher.lookup(
                 mapped(&scratch.items)?,
-                mapped(&side.table)?,
-                side.bits,
-                mapped(&side.next)?,
-                if claim { mapped(claims)? } else { 0 },
-                claim as i32,
-                mapped(&scratch.first)?,
-                mapped(&scratch.slot)?,
+                (mapped(&side.table)?, side.bits, mapped(&side.next)?),
+                claim,
+                &mut scratch.first[..count],
+                &mut scratch.slot[..count],
             ),
         }
     }
@@ -230,8 +216,7 @@ pub struct GpuEngine {
     kernels: Kernels,
     tiers: Tiers,
     scratch: Scratch,
-    /// Per table entry of the posted side: claims made by the messages of a burst (zero
-    /// between bursts).
+    /// The host build's claims per table entry of the posted side (zero between bursts).
     claims: Buf<u32>,
     /// Bursts may match out of order (the communicator asserts no wildcards and overtaking).
     unordered: bool,
@@ -278,13 +263,10 @@ pub fn init_message(engine: super::EngineKind, rank: i32) -> Option<String> {
 /// The `gpu` engine: on the device when the probe found one, else `bins`.
 pub fn build(params: &EngineParams) -> Box<dyn MatchEngine> {
     if let Probe::Ready(device) = device::probe() {
-        match device.stream() {
-            Ok(stream) => {
-                let kernels = Kernels::Device {
-                    device: device.clone(),
-                    stream,
-                };
+        match device.launcher() {
+            Ok(launcher) => {
                 let memory = Memory::Mapped(device.clone());
+                let kernels = Kernels::Device(launcher);
                 return Box::new(GpuEngine::build(params, kernels, memory, Tiers::DEVICE));
             }
             Err(error) => device::record_failure(error),
@@ -414,7 +396,7 @@ impl GpuEngine {
             // Only a message's own key fits it: one table lookup per message.
             let claim = self.unordered;
             if claim && self.claims.len() < self.prq.table.len() {
-                self.claims = Buf::new(&memory, self.prq.table.len(), 0)?;
+                self.claims = Buf::Host(vec![0; self.prq.table.len()]);
             }
             let scratch = &mut self.scratch;
             self.kernels

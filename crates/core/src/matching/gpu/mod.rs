@@ -13,8 +13,9 @@
 //! vote wins, and the CPU resolves conflicts in message order); (b) wildcard searches of an
 //! unexpected log of at least `Tiers::scan` slots, by the scan kernel. Where the communicator
 //! asserts no wildcards and allows overtaking (§VI), a burst's messages claim receives of
-//! their key in whatever order the device's threads come. The arrays live in pinned host
-//! memory mapped into the device, so the CPU's queues are the device's mirror.
+//! their key in whatever order the device's threads come. The queues live in pinned host
+//! memory mapped into the device, so the CPU's queues are the device's mirror; the kernels'
+//! atomics and outputs stay in device memory.
 //!
 //! Keeping that mirror costs the CPU tier about 1.5× the time of `bins` per match, so without a
 //! usable device the engine is `bins` itself (`build`); the kernels' host build serves the

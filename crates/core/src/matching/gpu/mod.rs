@@ -83,9 +83,10 @@ impl Tiers {
     };
     /// Every burst and every wildcard search through the kernels (tests and benchmarks).
     pub const KERNELS: Tiers = Tiers { burst: 1, scan: 0 };
-    /// On a device: a launch and its wait cost about 5 to 10 µs, the CPU tier about 25 ns per
-    /// arrival and under 0.5 ns per slot of a wildcard scan (RESULTS.md), so a burst pays from
-    /// a few hundred messages and a scan from tens of thousands of slots.
+    /// On a device: a launch and its wait cost about 5 to 10 µs, the CPU tier 20 to 30 ns per
+    /// arrival and 0.57 ns per slot of a wildcard scan (RESULTS.md), so a burst may pay from a
+    /// few hundred messages and a scan from tens of thousands of slots. Model values: no
+    /// device has measured them.
     pub const DEVICE: Tiers = Tiers {
         burst: 256,
         scan: 32768,

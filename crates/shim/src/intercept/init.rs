@@ -46,7 +46,10 @@ unsafe fn init(start: impl FnOnce() -> c_int) -> c_int {
         let mut rank = 0;
         PMPI_Comm_rank(abi().comm_world, &mut rank);
         if let Some(line) = crate::matching::gpu::init_message(config.engine, rank) {
-            eprintln!("{line}");
+            // One write: eprintln's separate writes of text and newline can land apart when a
+            // launcher merges the ranks' output.
+            let _ =
+                std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
         }
         install(config, provided);
     }

@@ -14,6 +14,8 @@ cd "$(repo_root)"
 build_shim mpich
 build_shim openmpi
 cargo test --release
+# The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
+ci/gpu-ptx.sh
 # The installed command and both shims, with the source tree out of reach.
 ci/install-test.sh
 ci/fatal-tests.sh --mpi all

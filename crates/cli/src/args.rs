@@ -37,6 +37,12 @@ pub enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// Prints the CUDA driver, devices and NVRTC the gpu engine finds
+    Gpu {
+        /// Writes the kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
+        #[arg(long, value_name = "DIR")]
+        ptx: Option<PathBuf>,
+    },
 }
 
 /// Where and how to launch the program.

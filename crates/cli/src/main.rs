@@ -4,6 +4,7 @@ mod args;
 mod bypass;
 mod compare;
 mod elf;
+mod gpu;
 mod launch;
 mod reports;
 mod runs;
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report(args),
         Command::Compare(args) => compare(args),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
+        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -283,6 +283,7 @@ pub mod tests {
             collectives: BTreeMap::new(),
             takeover: "auto".to_string(),
             comms: Vec::new(),
+            gpu: None,
         }
         .to_line()
     }

@@ -692,3 +692,48 @@ fn programs_that_bypass_the_shim_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn gpu_says_what_it_found_and_ptx_needs_nvrtc() {
+    let out = matchshim(&["gpu"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("CUDA driver"), "{stdout}");
+    assert!(stdout.contains("NVRTC"), "{stdout}");
+    let path = stdout.lines().last().unwrap_or_default();
+    assert!(
+        path.starts_with("gpu engine: cpu path (") || path.starts_with("gpu engine: device path ("),
+        "{stdout}"
+    );
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptx");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = matchshim(&["gpu", "--ptx", dir.to_str().unwrap()]);
+    if stdout.contains("no NVRTC") {
+        assert!(error_line(&out).contains("cannot compile the kernels: no NVRTC"));
+        assert!(!dir.exists());
+    } else {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        for sm in ["sm_70", "sm_80", "sm_90"] {
+            let ptx = std::fs::read_to_string(dir.join(format!("matchshim_kernels.{sm}.ptx")));
+            assert!(ptx.unwrap().contains(&format!(".target {sm}")));
+        }
+    }
+}
+
+#[test]
+fn a_run_under_gpu_records_its_path() {
+    let Some((s, _job)) = setup() else { return };
+    let out = run_under_shim(s, "gpu", "gpu", &s.demo);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = std::fs::read_to_string(s.tmp.join("run-gpu/report.jsonl")).unwrap();
+    for line in lines.lines() {
+        let report: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(report["engine"], "gpu");
+        let path = report["gpu"]["path"].as_str().unwrap();
+        assert!(path == "cpu" || path == "device", "{line}");
+        assert!(
+            !report["gpu"]["detail"].as_str().unwrap().is_empty(),
+            "{line}"
+        );
+    }
+}

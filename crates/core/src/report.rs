@@ -100,6 +100,16 @@ impl CommReport {
     }
 }
 
+/// Where the `gpu` engine matched on one rank.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Offload {
+    /// `device` (kernels on an NVIDIA GPU for big bursts and long scans) or `cpu`.
+    pub path: String,
+    /// The device, or why there is none.
+    pub detail: String,
+    pub kernel_launches: u64,
+}
+
 /// One rank's report. Fields a reader does not know are ignored, so later versions may add some.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct RankReport {
@@ -131,6 +141,9 @@ pub struct RankReport {
     /// Every communicator that had traffic, with who matched it.
     #[serde(default)]
     pub comms: Vec<CommReport>,
+    /// The `gpu` engine's path; absent for the other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<Offload>,
 }
 
 impl RankReport {
@@ -229,6 +242,7 @@ mod tests {
                 takeover_time_ns: 600,
                 takeover_matches: 2,
             }],
+            gpu: None,
         }
     }
 
@@ -246,10 +260,28 @@ mod tests {
         let mut value: serde_json::Value = serde_json::from_str(&sample().to_line()).unwrap();
         let object = value.as_object_mut().unwrap();
         object.remove("collectives");
+        assert!(
+            object.get("gpu").is_none(),
+            "absent unless the engine is gpu"
+        );
         object.insert("added_later".into(), serde_json::json!({"x": 1}));
         let back = parse_lines(&value.to_string(), Path::new("r")).unwrap();
-        assert!(back[0].collectives.is_empty());
+        assert!(back[0].collectives.is_empty() && back[0].gpu.is_none());
         assert_eq!(back[0].engine, "col+pnp");
+    }
+
+    #[test]
+    fn gpu_path_reads_back() {
+        let report = RankReport {
+            gpu: Some(Offload {
+                path: "cpu".to_string(),
+                detail: "no CUDA driver".to_string(),
+                kernel_launches: 0,
+            }),
+            ..sample()
+        };
+        let back = parse_lines(&report.to_line(), Path::new("r")).unwrap();
+        assert_eq!(back, vec![report]);
     }
 
     #[test]

@@ -778,6 +778,33 @@ pub fn abort(code: Code) {
     unsafe { PMPI_Abort(abi().comm_world, code) };
 }
 
+/// The MPI-4 assertions `comm`'s info makes (none when MPI gives no info).
+pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
+    let mut info = MaybeUninit::<MPI_Info>::uninit();
+    // SAFETY: `info` is written by a successful call and freed below.
+    if unsafe { PMPI_Comm_get_info(comm, info.as_mut_ptr()) } != abi().success {
+        return Default::default();
+    }
+    // SAFETY: written by the successful call.
+    let mut info = unsafe { info.assume_init() };
+    let assertions = crate::matching::Assertions::from_info(|key| {
+        let key = std::ffi::CString::new(key).ok()?;
+        let mut value = [0 as c_char; 16];
+        let mut flag = 0;
+        // SAFETY: `value` holds 15 characters and the terminating NUL.
+        unsafe { PMPI_Info_get(info, key.as_ptr(), 15, value.as_mut_ptr(), &mut flag) };
+        // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
+        (flag != 0).then(|| {
+            unsafe { std::ffi::CStr::from_ptr(value.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    });
+    // SAFETY: the info object MPI_Comm_get_info made for us.
+    unsafe { PMPI_Info_free(&mut info) };
+    assertions
+}
+
 /// Calls made with the user's own arguments, for requests the shim has no part in: MPI fills
 /// the user's statuses and reports errors itself, and its code is returned as is.
 pub mod user {

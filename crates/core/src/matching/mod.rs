@@ -4,9 +4,11 @@
 //! posted receive it fits, a receive matches the earliest arrived message it fits, wildcards
 //! included. Nothing here calls MPI, so engines are tested and benchmarked alone.
 
+mod assertions;
 mod batch;
 mod bins;
 mod col;
+pub mod gpu;
 mod list;
 mod pnp;
 mod rank;
@@ -15,6 +17,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
+pub use assertions::Assertions;
 pub use batch::BatchEngine;
 pub use list::ListEngine;
 pub use rank::RankEngine;
@@ -283,6 +286,8 @@ pub enum EngineKind {
     ListPnp,
     /// Bit-vote arrays, 64 elements per vote.
     Batch,
+    /// Hash tables on the CPU, scan and lookup kernels on an NVIDIA GPU for big bursts.
+    Gpu,
 }
 
 impl EngineKind {
@@ -297,6 +302,7 @@ impl EngineKind {
         EngineKind::ColList,
         EngineKind::ListPnp,
         EngineKind::Batch,
+        EngineKind::Gpu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -311,6 +317,7 @@ impl EngineKind {
             EngineKind::ColList => "col+list",
             EngineKind::ListPnp => "list+pnp",
             EngineKind::Batch => "batch",
+            EngineKind::Gpu => "gpu",
         }
     }
 
@@ -346,6 +353,8 @@ pub struct EngineParams {
     pub adaptive_depth: usize,
     /// Searches per `adaptive` window.
     pub adaptive_window: usize,
+    /// What the communicator's info asserts.
+    pub assertions: Assertions,
 }
 
 impl Default for EngineParams {
@@ -359,6 +368,7 @@ impl Default for EngineParams {
             k_p: 8,
             adaptive_depth: 16,
             adaptive_window: 64,
+            assertions: Assertions::default(),
         }
     }
 }
@@ -390,6 +400,7 @@ pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEng
         EngineKind::ColList => Box::new(Split::new(list::List::default(), col())),
         EngineKind::ListPnp => Box::new(Split::new(pnp(), list::List::default())),
         EngineKind::Batch => Box::new(BatchEngine::new()),
+        EngineKind::Gpu => gpu::build(params),
     }
 }
 

@@ -271,6 +271,7 @@ fn small_params() -> impl Strategy<Value = EngineParams> {
                 k_p,
                 adaptive_depth,
                 adaptive_window,
+                assertions: Assertions::default(),
             },
         )
 }
@@ -331,7 +332,7 @@ proptest! {
 
 #[test]
 fn every_name_parses_back() {
-    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch";
+    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, gpu";
     assert_eq!(EngineKind::accepted(), names);
     for &kind in EngineKind::ALL {
         assert_eq!(EngineKind::parse(kind.name()), Some(kind));

@@ -52,7 +52,7 @@ fn launcher_rank() -> Option<u32> {
 /// Stops every rank with one line, printed by the first rank only.
 fn stop_before_init(message: &str) -> ! {
     if launcher_rank().unwrap_or(0) == 0 {
-        eprintln!("matchshim: {message}");
+        crate::say(&format!("matchshim: {message}"));
     } else {
         // Rank 0's line gets out before the launcher ends the job for the first rank to exit.
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -83,7 +83,7 @@ pub fn started(config: Result<Config, String>) {
         Ok(_) | Err(_) => {
             if let Err(message) = &config {
                 if mpi::comm_rank(abi().comm_world) == first {
-                    eprintln!("matchshim: {message}");
+                    crate::say(&format!("matchshim: {message}"));
                 }
             }
             mpi::barrier_world();
@@ -95,11 +95,16 @@ pub fn started(config: Result<Config, String>) {
     // An empty report says the shim started here, should the program never finalize.
     if let Some(path) = &config.report {
         if let Err(e) = report::touch(path) {
-            eprintln!(
+            crate::say(&format!(
                 "matchshim: cannot write the report to {}: {e}",
                 path.display()
-            );
+            ));
         }
+    }
+    if let Some(line) =
+        crate::matching::gpu::init_message(config.engine, mpi::comm_rank(abi().comm_world))
+    {
+        crate::say(&line);
     }
     install(config, mpi::query_thread(), &CLIENTS);
     let rt = installed().expect("just installed");
@@ -131,15 +136,15 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         let totals = rt.totals();
         if let Some(path) = &rt.config.report {
             if let Err(e) = report::append(path, &totals.report(rt)) {
-                eprintln!(
+                crate::say(&format!(
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
-                );
+                ));
             }
         }
         if rt.config.verbose {
             if let Some(line) = report::summary_line(rt, &totals) {
-                eprintln!("{line}");
+                crate::say(&line);
             }
         }
     }

@@ -26,7 +26,9 @@ pub(crate) fn guarded(
     match catch_unwind(AssertUnwindSafe(|| inside(rt, name, || body(rt)))) {
         Ok(result) => result,
         Err(_) => {
-            eprintln!("matchshim: internal error in {name}, aborting the job");
+            crate::say(&format!(
+                "matchshim: internal error in {name}, aborting the job"
+            ));
             mpi::abort(abi().err_intern);
             Err(Error::Raised(abi().err_intern))
         }

@@ -182,6 +182,7 @@ impl Comm {
     ) -> Comm {
         let params = EngineParams {
             comm_size: size.max(0) as usize,
+            assertions: mpi::comm_assertions(handle),
             ..config.params
         };
         Comm {

@@ -414,12 +414,12 @@ impl Runtime {
     /// line before MPI's own names the call the user made, which MPI cannot know.
     pub fn raise(&self, comm: MPI_Comm, code: Code) -> Error {
         if mpi::errors_are_fatal(comm) {
-            eprintln!(
+            crate::say(&format!(
                 "matchshim: rank {}: {} failed: {}",
                 self.world_rank,
                 current_call(),
                 mpi::error_string(code)
-            );
+            ));
         }
         Error::Raised(mpi::raise(comm, code))
     }

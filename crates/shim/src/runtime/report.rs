@@ -4,7 +4,7 @@ use super::comm::Comm;
 use super::Runtime;
 use crate::config::CollMode;
 use crate::ffi::BUILT_FOR;
-use crate::matching::EngineStats;
+use crate::matching::{EngineKind, EngineStats};
 use crate::mpi::{self, abi};
 use crate::report::{CommReport, RankReport, Traffic, VERSION};
 use std::io::Write;
@@ -75,6 +75,7 @@ impl Totals {
             collectives: Default::default(),
             takeover: rt.config.takeover.to_string(),
             comms,
+            gpu: (rt.config.engine == EngineKind::Gpu).then(crate::matching::gpu::offload),
         };
         for client in rt.clients() {
             client.report(&mut report);

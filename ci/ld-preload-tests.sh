@@ -188,7 +188,7 @@ run_problem() {
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
         echo -n "timed out after ${run_timeout}s"
         stuck=$(first_missing "$native_out" "$out")
-        [ -n "$stuck" ] && echo -n ", stuck in check '$stuck'"
+        if [ -n "$stuck" ]; then echo -n ", stuck in check '$stuck'"; fi
     elif [ "$rc" != 0 ]; then
         echo -n "exit status $rc"
     elif ! grep -qx 'verdict: PASS' "$out"; then

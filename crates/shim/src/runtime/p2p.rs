@@ -151,34 +151,40 @@ impl Runtime {
         }
     }
 
-    /// Runs `call` (a receive or probe going to MPI), timed when `timed`: a sample for the
-    /// takeover policy, which takes over when the samples say MPI searched deep. `found` tells
-    /// from the result whether MPI found the message at once (then the call also moved it).
+    /// Runs `call` (a receive or probe going to MPI under `permit`), timed when `timed`: a
+    /// sample for the takeover policy, which takes over when the samples say MPI searched
+    /// deep. `found` tells from the result whether MPI found the message at once (then the
+    /// call also moved it).
     #[inline]
     fn sampled<T>(
         &self,
-        comm: &'static Comm,
+        permit: Permit,
         timed: bool,
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
     ) -> Result<T, Code> {
         if timed {
-            self.timed(comm, call, found)
+            self.timed(permit, call, found)
         } else {
-            call()
+            let result = call();
+            drop(permit);
+            result
         }
     }
 
     #[inline(never)]
     fn timed<T>(
         &self,
-        comm: &'static Comm,
+        permit: Permit,
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
     ) -> Result<T, Code> {
+        let comm = permit.comm;
         let start = self.clock.ticks();
         let result = call();
         let ticks = self.clock.ticks() - start;
+        // The call is in MPI now; the switch to takeover waits for every permit, this one too.
+        drop(permit);
         if let (Ok(value), Some(rate)) = (&result, self.clock.ticks_per_ns()) {
             if comm.takeover.timed(ticks, rate, || found(value)) {
                 comm.queues.lock().take_over(comm, self);
@@ -194,10 +200,11 @@ impl Runtime {
         target: &Target,
         buf: Buffer,
         timed: bool,
+        permit: Permit,
     ) -> Result<MPI_Request, Code> {
         let comm = target.comm;
         self.sampled(
-            comm,
+            permit,
             timed,
             || {
                 mpi::irecv(
@@ -259,8 +266,7 @@ impl Runtime {
                         status,
                     ));
                 }
-                let posted = self.post_delegated(&target, buf, timed);
-                drop(permit);
+                let posted = self.post_delegated(&target, buf, timed, permit);
                 match posted {
                     Ok(mut request) => self.wait_real(&mut request),
                     Err(err) => return Ok(err),
@@ -344,8 +350,7 @@ impl Runtime {
         }
         match self.route(comm) {
             Route::Mpi { timed, permit } => {
-                let posted = self.post_delegated(&target, buf, timed);
-                drop(permit);
+                let posted = self.post_delegated(&target, buf, timed, permit);
                 match posted {
                     Ok(real) => {
                         *request = real;
@@ -487,12 +492,11 @@ impl Runtime {
         let started = match self.route(comm) {
             Route::Mpi { timed, permit } => {
                 let started = self.sampled(
-                    comm,
+                    permit,
                     timed,
                     || mpi::check(mpi::start(&mut *request)),
                     |_| mpi::request_done(*request),
                 );
-                drop(permit);
                 let code = started.err().unwrap_or(abi().success);
                 if code == abi().success {
                     p.in_mpi.store(true, Ordering::Release);
@@ -579,8 +583,7 @@ impl Runtime {
                                 .map(|s| s.map(|s| (abi().message_null, s)))
                         }
                     };
-                    let probed = self.sampled(comm, timed, probe, Option::is_some);
-                    drop(permit);
+                    let probed = self.sampled(permit, timed, probe, Option::is_some);
                     match probed {
                         Err(err) => return Ok(err),
                         Ok(hit) => found = hit,

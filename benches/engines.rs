@@ -475,12 +475,23 @@ fn main() {
         .configure_from_args();
     matching_rate(&mut c);
     c.final_summary();
-    // The tables take seconds; a run for a few benchmarks (any argument but flags) skips them.
-    if std::env::args().skip(1).all(|arg| arg.starts_with('-')) {
-        interleaved();
-        memory();
-        queues();
-        gpu_tiers();
+    // The tables take seconds: a run for a few benchmarks (any argument but flags) makes only
+    // the tables it names.
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    let tables: [(&str, fn()); 5] = [
+        ("interleaved", interleaved),
+        ("memory", memory),
+        ("queues", queues),
+        ("gpu_tiers", gpu_tiers),
+        ("assertions", assertions),
+    ];
+    for (name, table) in tables {
+        if named.is_empty() || named.iter().any(|n| n == name) {
+            table();
+        }
     }
 }
 
@@ -565,5 +576,56 @@ fn gpu_tiers() {
             }
         }
         println!("{row}");
+    }
+}
+
+/// What a communicator's MPI-4 assertions save: ns per match of 4096 receives naming source
+/// and tag, without and with each assertion, best of 5 interleaved rounds.
+fn assertions() {
+    const ROUNDS: usize = 5;
+    let asserting = |no_any_source, no_any_tag, allow_overtaking| Assertions {
+        no_any_source,
+        no_any_tag,
+        allow_overtaking,
+    };
+    let sets = [
+        asserting(false, false, false),
+        asserting(true, false, false),
+        asserting(false, true, false),
+        asserting(true, true, false),
+        asserting(true, true, true),
+    ];
+    println!("\nns per match, 4096 receives, by the communicator's assertions (best of {ROUNDS} rounds)\n");
+    println!(
+        "| engine | order | none | no_any_source | no_any_tag | both | both, allow_overtaking |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let kinds = [
+        EngineKind::List,
+        EngineKind::Rank,
+        EngineKind::Bins,
+        EngineKind::Pnp,
+        EngineKind::ColPnp,
+    ];
+    for kind in kinds {
+        for order in [Order::Posting, Order::Reverse, Order::Random] {
+            let work = workload(order, 4096);
+            let makers: Vec<Make> = sets
+                .iter()
+                .map(|&assertions| {
+                    let params = EngineParams {
+                        assertions,
+                        ..params(work.comm_size)
+                    };
+                    Box::new(move || build_engine(kind, &params)) as Make
+                })
+                .collect();
+            let cells: Vec<String> = best_interleaved(&makers, &work, ROUNDS)
+                .iter()
+                .map(|ns| format!("{ns:.1}"))
+                .collect();
+            let name = ORDERS.iter().find(|o| o.0 == order).unwrap().1;
+            println!("| {} | {name} | {} |", kind.name(), cells.join(" | "));
+        }
     }
 }

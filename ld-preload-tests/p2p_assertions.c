@@ -4,8 +4,9 @@
 /* Communicators whose info makes MPI-4 assertions (mpi_assert_no_any_source,
  * mpi_assert_no_any_tag, mpi_assert_allow_overtaking): receives naming source
  * and tag get every message; where order is still promised it holds, where
- * overtaking is allowed every message arrives exactly once; and the info reads
- * back. */
+ * overtaking is allowed every message arrives exactly once; the info reads
+ * back; assertions set by MPI_Comm_set_info on a communicator in use hold from
+ * then on. */
 #include "common.h"
 
 #define M 300                   /* messages per sender per check */
@@ -27,9 +28,8 @@ static MPI_Comm asserting(int no_wildcards, int overtaking)
 /* Every rank sends M messages to every other, tag i % TAGS, value i; the
  * receives, all posted before a barrier lets the sends go, name source and
  * tag in reverse order of tags, so each message meets a queue of receives. */
-static void exchange(int no_wildcards, int overtaking, const char *name)
+static void exchange_on(MPI_Comm comm, int overtaking)
 {
-    MPI_Comm comm = asserting(no_wildcards, overtaking);
     const int peers = t_size - 1;
     int *in = malloc(sizeof(int) * M * t_size);
     int *out = malloc(sizeof(int) * M);
@@ -65,6 +65,15 @@ static void exchange(int no_wildcards, int overtaking, const char *name)
         }
         EXPECT_EQ(sum, (long)M * (M - 1) / 2);
     }
+    free(r);
+    free(out);
+    free(in);
+}
+
+static void exchange(int no_wildcards, int overtaking, const char *name)
+{
+    MPI_Comm comm = asserting(no_wildcards, overtaking);
+    exchange_on(comm, overtaking);
     int flag = 0;
     char value[16] = "";
     MPI_Info got;
@@ -74,10 +83,26 @@ static void exchange(int no_wildcards, int overtaking, const char *name)
            "mpi_assert_allow_overtaking reads back as %s", flag ? value : "unset");
     MPI_Info_free(&got);
     MPI_Comm_free(&comm);
-    free(r);
-    free(out);
-    free(in);
     report(name);
+}
+
+/* A communicator that exchanged without assertions gets them by
+ * MPI_Comm_set_info, then exchanges again, twice. */
+static void asserted_later(void)
+{
+    MPI_Comm comm;
+    MPI_Info info;
+    CHK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    exchange_on(comm, 0);
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "mpi_assert_no_any_source", "true");
+    MPI_Info_set(info, "mpi_assert_no_any_tag", "true");
+    CHK(MPI_Comm_set_info(comm, info));
+    MPI_Info_free(&info);
+    exchange_on(comm, 0);
+    exchange_on(comm, 0);
+    MPI_Comm_free(&comm);
+    report("set_info_on_a_communicator_in_use");
 }
 
 int main(int argc, char **argv)
@@ -86,5 +111,6 @@ int main(int argc, char **argv)
     exchange(0, 0, "no_assertions");
     exchange(1, 0, "no_wildcards_ordered");
     exchange(1, 1, "no_wildcards_overtaking");
+    asserted_later();
     return t_finish();
 }

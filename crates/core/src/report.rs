@@ -87,6 +87,9 @@ pub struct CommReport {
     /// While the shim matched: the time, and the matches its engine made.
     pub takeover_time_ns: u64,
     pub takeover_matches: u64,
+    /// The MPI-4 assertions its info makes (`mpi_assert_*` keys set to true).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<String>,
 }
 
 impl CommReport {
@@ -241,6 +244,7 @@ mod tests {
                 delegated_receives: 9,
                 takeover_time_ns: 600,
                 takeover_matches: 2,
+                assertions: vec!["mpi_assert_no_any_source".to_string()],
             }],
             gpu: None,
         }

@@ -28,6 +28,22 @@ impl Assertions {
         }
     }
 
+    /// The keys asserted, as MPI names them.
+    pub fn keys(self) -> Vec<String> {
+        let set = [self.no_any_source, self.no_any_tag, self.allow_overtaking];
+        Self::KEYS
+            .iter()
+            .zip(set)
+            .filter(|&(_, on)| on)
+            .map(|(key, _)| key.to_string())
+            .collect()
+    }
+
+    /// Every point-to-point receive names its source and its tag.
+    pub fn no_wildcards(self) -> bool {
+        self.no_any_source && self.no_any_tag
+    }
+
     /// Unordered matching is allowed and needs no wildcards: the hash tables of paper 000 §VI.
     pub fn unordered(self) -> bool {
         self.no_any_source && self.no_any_tag && self.allow_overtaking
@@ -49,6 +65,10 @@ mod tests {
         let a = Assertions::from_info(info);
         assert!(a.no_any_source && !a.no_any_tag && a.allow_overtaking);
         assert!(!a.unordered());
+        assert_eq!(
+            a.keys(),
+            ["mpi_assert_no_any_source", "mpi_assert_allow_overtaking"]
+        );
         assert_eq!(Assertions::from_info(|_| None), Assertions::default());
     }
 }

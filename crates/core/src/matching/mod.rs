@@ -4,6 +4,7 @@
 //! posted receive it fits, a receive matches the earliest arrived message it fits, wildcards
 //! included. Nothing here calls MPI, so engines are tested and benchmarked alone.
 
+mod asserted;
 mod assertions;
 mod batch;
 mod bins;
@@ -386,7 +387,21 @@ pub(super) fn queue_budget(k: usize, comm_size: usize) -> usize {
     (k as f64 * (comm_size as f64).sqrt()) as usize
 }
 
+/// The engine `kind` for a communicator with `params`. Where the communicator asserts that no
+/// receive uses a wildcard, its point-to-point traffic goes to hash bins instead (`asserted`):
+/// one bin of about one element per search, where a list walks its whole queue.
 pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
+    let engine = engine_of_kind(kind, params);
+    // Bins need no help; the gpu engine reads the assertions itself.
+    let own_hash = matches!(kind, EngineKind::Bins | EngineKind::Gpu);
+    if params.assertions.no_wildcards() && !own_hash {
+        Box::new(asserted::Asserted::new(params.bins, engine))
+    } else {
+        engine
+    }
+}
+
+fn engine_of_kind(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
     let pnp = || pnp::Pnp::new(params);
     let col = || col::Col::new(params);
     match kind {

@@ -38,6 +38,15 @@ intercept!(fn MPI_Comm_disconnect(comm: *mut MPI_Comm) via PMPI_Comm_disconnect,
     Ok(PMPI_Comm_disconnect(comm))
 });
 
+// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches.
+intercept!(fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) via PMPI_Comm_set_info, |rt| {
+    let code = PMPI_Comm_set_info(comm, info);
+    if code == abi().success {
+        rt.info_changed(comm);
+    }
+    Ok(code)
+});
+
 type Ints = *const c_int;
 
 // A blocking dup waits inside MPI for every member, which a receive waiting for the shim can

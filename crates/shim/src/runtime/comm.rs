@@ -7,7 +7,8 @@ use super::Runtime;
 use crate::config::{Config, Takeover as Policy};
 use crate::ffi::{MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
 use crate::matching::{
-    build_engine, Class, EngineParams, EngineStats, Envelope, ListEngine, MatchEngine, Pattern,
+    build_engine, Assertions, Class, EngineKind, EngineParams, EngineStats, Envelope, ListEngine,
+    MatchEngine, Pattern,
 };
 use crate::mpi::{self, abi};
 use parking_lot::Mutex;
@@ -125,6 +126,12 @@ pub enum Posted {
 
 pub struct Queues {
     engine: Box<dyn MatchEngine>,
+    /// What the engine was built for; `rebuild`: the communicator's assertions changed since,
+    /// and the engine is rebuilt when it next holds nothing.
+    params: EngineParams,
+    rebuild: bool,
+    /// Counters of the engines replaced so far.
+    replaced: EngineStats,
     arrived: Slab<Arrived>,
     posted: Slab<Waiter>,
     /// Receives whose request MPI completes (see `RecvState::Receiving`).
@@ -193,6 +200,9 @@ impl Comm {
             inter,
             queues: Mutex::new(Queues {
                 engine: build_engine(config.engine, &params),
+                params,
+                rebuild: false,
+                replaced: EngineStats::default(),
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),
@@ -232,13 +242,21 @@ impl Comm {
         }
     }
 
-    /// Engine counters, ticks spent matching, and (posted, unexpected) queued now.
-    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize)) {
+    /// Engine counters, ticks spent matching, (posted, unexpected) queued now, and the
+    /// assertions the engine follows.
+    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
         let queues = self.queues.lock();
+        let mut stats = *queues.engine.stats();
+        let replaced = &queues.replaced;
+        stats.point_to_point.merge(&replaced.point_to_point);
+        stats.collective.merge(&replaced.collective);
+        stats.queues_max = stats.queues_max.max(replaced.queues_max);
+        let assertions = queues.params.assertions;
         (
-            *queues.engine.stats(),
+            stats,
             queues.match_ticks,
             queues.engine.queued(),
+            assertions,
         )
     }
 
@@ -588,14 +606,38 @@ impl Queues {
             return false;
         }
         self.hand_over(comm, rt);
+        self.rebuild_if_empty(rt.config.engine);
         self.signals.reset();
         comm.takeover.flip_done();
         comm.takeover.set(Mode::Delegated, rt.clock.elapsed_ns());
         true
     }
 
+    /// The communicator's info makes `assertions` now: the engine is built for them as soon
+    /// as it holds nothing (at once while MPI matches).
+    pub fn assert(&mut self, assertions: Assertions, kind: EngineKind) {
+        if assertions != self.params.assertions {
+            self.params.assertions = assertions;
+            self.rebuild = true;
+            self.rebuild_if_empty(kind);
+        }
+    }
+
+    fn rebuild_if_empty(&mut self, kind: EngineKind) {
+        if !self.rebuild || self.engine.queued() != (0, 0) {
+            return;
+        }
+        let old = *self.engine.stats();
+        self.replaced.point_to_point.merge(&old.point_to_point);
+        self.replaced.collective.merge(&old.collective);
+        self.replaced.queues_max = self.replaced.queues_max.max(old.queues_max);
+        self.engine = build_engine(kind, &self.params);
+        self.rebuild = false;
+    }
+
     /// Takes matching over from MPI for the communicator.
     pub fn take_over(&mut self, comm: &Comm, rt: &Runtime) {
+        self.rebuild_if_empty(rt.config.engine);
         self.signals.reset();
         comm.takeover.set(Mode::Takeover, rt.clock.elapsed_ns());
     }

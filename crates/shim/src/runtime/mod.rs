@@ -277,6 +277,16 @@ impl Runtime {
         }
     }
 
+    /// The user set `handle`'s info: its engine follows the assertions it makes now.
+    pub fn info_changed(&self, handle: MPI_Comm) {
+        let known = self.comms.read().get(&handle.key()).cloned();
+        if let Some(comm) = known {
+            comm.queues
+                .lock()
+                .assert(mpi::comm_assertions(handle), self.config.engine);
+        }
+    }
+
     /// Forgets a communicator MPI frees, keeping its counters.
     fn forget_comm(&self, handle: MPI_Comm) {
         let removed = self.comms.write().remove(&handle.key());

@@ -23,7 +23,7 @@ pub struct Totals {
 
 impl Totals {
     pub fn add_comm(&mut self, comm: &Comm, rt: &Runtime) {
-        let (stats, match_ticks, (posted, unexpected)) = comm.stats();
+        let (stats, match_ticks, (posted, unexpected), assertions) = comm.stats();
         self.stats.merge(&stats);
         self.match_ticks[0] += match_ticks[0];
         self.match_ticks[1] += match_ticks[1];
@@ -39,6 +39,7 @@ impl Totals {
             delegated_receives: comm.takeover.delegated_receives.load(Relaxed) as u64,
             takeover_time_ns,
             takeover_matches: stats.point_to_point.matches + stats.collective.matches,
+            assertions: assertions.keys(),
         };
         if report.delegated_receives + report.takeover_matches > 0 {
             self.comms.push(report);

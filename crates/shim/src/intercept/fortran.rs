@@ -878,6 +878,7 @@ mod openmpi {
         (comm: Comm, remain_dims: Ints, newcomm: CommOut));
 
     /// `MPI_ALLTOALLW` and `MPI_IALLTOALLW`: the datatype arrays hold one handle per rank.
+    #[allow(clippy::too_many_arguments)] // MPI's own argument list
     unsafe fn alltoallw(
         sendbuf: *mut c_void,
         sendcounts: *const Fint,

@@ -186,6 +186,7 @@ impl Comm {
         (size, rank, inter): (c_int, c_int, bool),
         config: &Config,
         now_ns: u64,
+        found_floor: u64,
     ) -> Comm {
         let params = EngineParams {
             comm_size: size.max(0) as usize,
@@ -214,7 +215,7 @@ impl Comm {
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
             side: OnceLock::new(),
-            takeover: Takeover::new(config.takeover, config.takeover_depth, now_ns),
+            takeover: Takeover::new(config.takeover, config.takeover_depth, now_ns, found_floor),
             released: AtomicBool::new(false),
             freed: AtomicBool::new(false),
         }
@@ -592,7 +593,13 @@ impl Queues {
         let go = match rt.config.takeover {
             Policy::Always => false,
             Policy::Auto => {
-                let idle = self.posted.is_empty() && self.arrived.is_empty();
+                let mut idle = self.posted.is_empty() && self.arrived.is_empty();
+                if idle && self.signals.shallow(depth) {
+                    // What MPI holds counts too: right after a takeover the shim's queues are
+                    // empty only because nothing was drained yet.
+                    self.drain(comm, rt);
+                    idle = self.arrived.is_empty();
+                }
                 if idle && self.signals.shallow(depth) {
                     comm.takeover.episode_ended(self.signals.paid(depth), depth);
                     true

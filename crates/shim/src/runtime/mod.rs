@@ -72,6 +72,8 @@ pub struct Runtime {
     /// Counters of communicators already freed.
     retired: Mutex<report::Totals>,
     pub clock: clock::Clock,
+    /// MPI's cost of a receive that finds its message at once (`takeover::found_floor`).
+    found_floor: u64,
     finalized: AtomicBool,
     /// Attribute key whose delete callback tells the runtime a communicator is gone.
     keyval: c_int,
@@ -151,6 +153,8 @@ pub fn current_call() -> &'static str {
 
 /// Installs the runtime after `PMPI_Init`.
 pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static dyn Client]) {
+    let clock = clock::Clock::new();
+    let found_floor = takeover::found_floor(&clock);
     let _ = RUNTIME.set(Runtime {
         world_rank: mpi::comm_rank(abi().comm_world),
         tag_ub: mpi::tag_ub(),
@@ -165,7 +169,8 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         pending: AtomicUsize::new(0),
         requests: request::Registry::new(),
         retired: Mutex::new(report::Totals::default()),
-        clock: clock::Clock::new(),
+        clock,
+        found_floor,
         finalized: AtomicBool::new(false),
         keyval: mpi::comm_keyval(comm_freed),
         clients,
@@ -257,6 +262,7 @@ impl Runtime {
             shape,
             &self.config,
             self.clock.elapsed_ns(),
+            self.found_floor,
         )));
         comms.insert(handle.key(), comm);
         drop(comms);

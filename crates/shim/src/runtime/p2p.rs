@@ -185,8 +185,11 @@ impl Runtime {
         let ticks = self.clock.ticks() - start;
         // The call is in MPI now; the switch to takeover waits for every permit, this one too.
         drop(permit);
-        if let (Ok(value), Some(rate)) = (&result, self.clock.ticks_per_ns()) {
-            if comm.takeover.timed(ticks, rate, || found(value)) {
+        if let Ok(value) = &result {
+            if comm
+                .takeover
+                .timed(ticks, self.clock.ticks_per_ns(), || found(value))
+            {
                 comm.queues.lock().take_over(comm, self);
             }
         }

@@ -29,7 +29,10 @@
 //! [`Signals`]) and gives matching back when the shim's queues run empty after searches that
 //! stayed shallow.
 
+use super::clock::Clock;
 use crate::config::Takeover as Policy;
+use crate::mpi::{self, abi};
+use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +57,55 @@ pub const TRACK_EVERY: usize = 32;
 /// preempted process only some calls.
 const DEEP_IN_A_ROW: u32 = 4;
 
+/// Self-sends timed at `MPI_Init` for [`found_floor`]; the quickest counts.
+const FLOOR_ROUNDS: usize = 16;
+
+/// MPI's cost in clock ticks of a receive call that finds its message at once with nothing
+/// else queued: a message sent to itself on a private communicator, received. A floor
+/// learned only from the program's calls never sees depth when every call searches deep (a
+/// queue received in reverse). `u64::MAX` if MPI refuses.
+pub fn found_floor(clock: &Clock) -> u64 {
+    let Ok(mut comm) = mpi::comm_duplicate_quietly(abi().comm_self) else {
+        return u64::MAX;
+    };
+    let mut floor = u64::MAX;
+    for round in 0..FLOOR_ROUNDS as i32 {
+        let (sent, mut received) = (round, -1);
+        // SAFETY: both buffers outlive the requests, which complete below.
+        unsafe {
+            let Ok(mut send) = mpi::isend(
+                &sent as *const i32 as *const c_void,
+                1,
+                abi().int_,
+                0,
+                0,
+                comm,
+            ) else {
+                break;
+            };
+            let start = clock.ticks();
+            let recv = mpi::irecv(
+                &mut received as *mut i32 as *mut c_void,
+                1,
+                abi().int_,
+                0,
+                0,
+                comm,
+            );
+            let ticks = clock.ticks() - start;
+            if let Ok(mut recv) = recv {
+                if mpi::request_done(recv) {
+                    floor = floor.min(ticks);
+                }
+                mpi::wait(&mut recv);
+            }
+            mpi::wait(&mut send);
+        }
+    }
+    mpi::comm_free(&mut comm);
+    floor
+}
+
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
     mode: AtomicU8,
@@ -66,6 +118,8 @@ pub struct Takeover {
     nonblocking: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
     limit: AtomicUsize,
+    /// The depth from which the shim pays (`MATCHSHIM_TAKEOVER_DEPTH`).
+    depth: u32,
     /// Receive calls so far: the sampling and flipping clock.
     calls: AtomicU32,
     /// Calls left that are all timed, after a switch to delegated.
@@ -97,7 +151,10 @@ pub enum Call {
 }
 
 impl Takeover {
-    pub fn new(policy: Policy, depth: u32, now_ns: u64) -> Takeover {
+    /// `found_floor`: MPI's cost of a receive call that finds its message with nothing else
+    /// queued (see [`found_floor`]), so that a program whose first calls already search deep
+    /// is seen to.
+    pub fn new(policy: Policy, depth: u32, now_ns: u64, found_floor: u64) -> Takeover {
         let mode = if policy == Policy::Always {
             Mode::Takeover
         } else {
@@ -109,9 +166,10 @@ impl Takeover {
             outstanding: AtomicUsize::new(0),
             nonblocking: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
+            depth,
             calls: AtomicU32::new(0),
             dense: AtomicU32::new(4),
-            fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)],
+            fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
             deep_in_row: AtomicU32::new(0),
             flip_pending: AtomicU8::new(0),
             switches: AtomicU64::new(0),
@@ -273,11 +331,12 @@ impl Takeover {
     }
 
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
-    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than half the
-    /// outstanding-receive limit (the depth at which the shim pays, raised after takeovers that
-    /// did not), against the quickest calls of the same kind.
+    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than the depth at
+    /// which the shim pays, against the quickest calls of the same kind. Time spent searching
+    /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
+    /// the outstanding-receive limit, which only suggests a search).
     pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
-        let depth = self.limit.load(Relaxed) as u64 / 2;
+        let depth = self.depth as u64;
         let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
         // Shallow against the cheaper kind's floor: then the kind needs no asking (which
         // may cost MPI a round of progress).
@@ -435,7 +494,7 @@ mod tests {
 
     #[test]
     fn deep_timed_calls_in_a_row_ask_for_takeover() {
-        let t = Takeover::new(Policy::Auto, 64, 0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
         let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
         assert!(!t.timed(100, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
@@ -454,17 +513,29 @@ mod tests {
             "the same time at twice the rate is shallow"
         );
         t.episode_ended(false, 64);
-        for _ in 0..DEEP_IN_A_ROW {
-            assert!(
-                !t.timed(deep, 1.0, || false),
-                "after a takeover that did not pay, deeper"
-            );
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(
+            t.timed(deep, 1.0, || false),
+            "time spent searching is MPI's cost: a takeover that did not pay changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_queue_received_in_reverse_from_the_first_call_is_deep_against_the_found_floor() {
+        let t = Takeover::new(Policy::Auto, 64, 0, 100);
+        // Each call finds its message, each searching a little less deep than the one before.
+        let depths = [4096, 4080, 4064, 4048];
+        for (i, depth) in depths.iter().enumerate() {
+            let asked = t.timed(100 + depth * MPI_NS_PER_ELEMENT, 1.0, || true);
+            assert_eq!(asked, i + 1 == depths.len());
         }
     }
 
     #[test]
     fn calls_that_found_their_message_are_compared_among_themselves() {
-        let t = Takeover::new(Policy::Auto, 64, 0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
         assert!(!t.timed(100, 1.0, || false));
         // Moving the message costs more than posting a receive: not a deeper search.
         for _ in 0..2 * DEEP_IN_A_ROW {
@@ -476,7 +547,7 @@ mod tests {
 
     #[test]
     fn many_outstanding_receives_ask_for_takeover_and_episodes_move_the_limit() {
-        let t = Takeover::new(Policy::Auto, 8, 0);
+        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
         t.dense.store(0, Relaxed);
         t.outstanding.store(16, Relaxed);
         assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
@@ -493,7 +564,7 @@ mod tests {
 
     #[test]
     fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
-        let t = Takeover::new(Policy::Auto, 64, 0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
         assert!(
             !t.plain_delegation(Policy::Auto, false, true),
             "timed after creation"
@@ -526,7 +597,7 @@ mod tests {
 
     #[test]
     fn switches_are_counted_with_time_per_mode() {
-        let t = Takeover::new(Policy::Auto, 64, 0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
         t.set(Mode::Takeover, 100);
         t.set(Mode::Takeover, 150);
         t.set(Mode::Delegated, 400);

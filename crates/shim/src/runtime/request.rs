@@ -191,7 +191,7 @@ impl Persistent {
 /// Completion calls ask about every handle they get, most of them MPI's own; a one-word filter
 /// of the registered handles' hashes answers most of those questions without the table's lock.
 /// A bit stays set after its handle goes until the table runs empty or the filter is rebuilt
-/// (every few removals), so the filter may say "maybe" for an unknown handle but never "no"
+/// (after as many removals as entries, at least a few), so the filter may say "maybe" for an unknown handle but never "no"
 /// for a known one.
 pub struct Registry {
     table: Mutex<Table>,
@@ -204,7 +204,7 @@ struct Table {
     removals: u32,
 }
 
-/// Removals between rebuilds of the filter.
+/// Removals between rebuilds of the filter, at least.
 const REBUILD_EVERY: u32 = 16;
 
 fn filter_bit(key: usize) -> u64 {
@@ -266,7 +266,9 @@ impl Registry {
             return;
         }
         table.removals += 1;
-        if table.requests.is_empty() || table.removals >= REBUILD_EVERY {
+        // A rebuild reads the whole table: as many removals as entries pay for it.
+        let due = REBUILD_EVERY.max(table.requests.len().min(u32::MAX as usize) as u32);
+        if table.requests.is_empty() || table.removals >= due {
             table.removals = 0;
             let filter = table.requests.keys().fold(0, |f, &k| f | filter_bit(k));
             self.filter.store(filter, Release);

@@ -516,7 +516,7 @@ impl Collectives {
             comm,
             done: Completion::default(),
         });
-        let greq = match request::start_grequest(op.clone()) {
+        let greq = match request::start_grequest(&op) {
             Ok(greq) => greq,
             Err(err) => {
                 state.finished(comm);

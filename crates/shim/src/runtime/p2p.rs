@@ -421,12 +421,12 @@ impl Runtime {
     }
 
     /// Gives `op` a generalized request as the user's handle.
-    pub(super) unsafe fn grequest_for(
+    pub(super) unsafe fn grequest_for<T: Operation + 'static>(
         &self,
-        op: Arc<dyn Operation>,
+        op: Arc<T>,
         request: *mut MPI_Request,
     ) -> Result<Code, Error> {
-        match request::start_grequest(op.clone()) {
+        match request::start_grequest(&op) {
             Ok(greq) => {
                 self.register(greq, Request::Op(op));
                 *request = greq;

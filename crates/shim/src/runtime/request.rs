@@ -88,12 +88,13 @@ pub trait Operation: Send + Sync {
     }
 }
 
-/// Starts the generalized request that represents `op` to the user.
-pub fn start_grequest(op: Arc<dyn Operation>) -> Result<MPI_Request, Code> {
-    let state = Box::into_raw(Box::new(op.clone())) as *mut c_void;
-    // SAFETY: the callbacks below interpret `state` as the box leaked here; `free_fn` reclaims
-    // it.
-    match unsafe { mpi::grequest_start(query_fn, free_fn, cancel_fn, state) } {
+/// Starts the generalized request that represents `op` to the user. The callbacks are made
+/// for `T`, so MPI's one word of state is the `Arc` itself (no box around a wide pointer).
+pub fn start_grequest<T: Operation + 'static>(op: &Arc<T>) -> Result<MPI_Request, Code> {
+    let state = Arc::into_raw(op.clone()) as *mut c_void;
+    // SAFETY: the callbacks below interpret `state` as the `Arc<T>` leaked here; `free_fn`
+    // reclaims it.
+    match unsafe { mpi::grequest_start(query_fn::<T>, free_fn::<T>, cancel_fn::<T>, state) } {
         Ok(request) => {
             let completed = {
                 let mut inner = op.completion().inner.lock();
@@ -108,18 +109,18 @@ pub fn start_grequest(op: Arc<dyn Operation>) -> Result<MPI_Request, Code> {
         }
         Err(err) => {
             // SAFETY: MPI did not take the state.
-            unsafe { drop(Box::from_raw(state as *mut Arc<dyn Operation>)) };
+            unsafe { drop(Arc::from_raw(state as *const T)) };
             Err(err)
         }
     }
 }
 
-unsafe fn op_of<'a>(state: *mut c_void) -> &'a Arc<dyn Operation> {
-    &*(state as *const Arc<dyn Operation>)
+unsafe fn op_of<'a, T>(state: *mut c_void) -> &'a T {
+    &*(state as *const T)
 }
 
-unsafe extern "C" fn query_fn(state: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let op = op_of(state);
+unsafe extern "C" fn query_fn<T: Operation>(state: *mut c_void, status: *mut MPI_Status) -> c_int {
+    let op = op_of::<T>(state);
     *status = match op.completion().outcome() {
         Some(outcome) => {
             let mut status = outcome.status;
@@ -131,17 +132,17 @@ unsafe extern "C" fn query_fn(state: *mut c_void, status: *mut MPI_Status) -> c_
     abi().success
 }
 
-unsafe extern "C" fn free_fn(state: *mut c_void) -> c_int {
-    drop(Box::from_raw(state as *mut Arc<dyn Operation>));
+unsafe extern "C" fn free_fn<T>(state: *mut c_void) -> c_int {
+    drop(Arc::from_raw(state as *const T));
     abi().success
 }
 
 /// MPI calls this only when a program cancels through `PMPI_Cancel` directly; `MPI_Cancel` is
 /// intercepted and cancels through the runtime.
-unsafe extern "C" fn cancel_fn(state: *mut c_void, complete: c_int) -> c_int {
+unsafe extern "C" fn cancel_fn<T: Operation>(state: *mut c_void, complete: c_int) -> c_int {
     if complete == 0 {
         if let Some(rt) = super::runtime() {
-            op_of(state).cancel(rt);
+            op_of::<T>(state).cancel(rt);
         }
     }
     abi().success

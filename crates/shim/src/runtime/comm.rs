@@ -593,13 +593,7 @@ impl Queues {
         let go = match rt.config.takeover {
             Policy::Always => false,
             Policy::Auto => {
-                let mut idle = self.posted.is_empty() && self.arrived.is_empty();
-                if idle && self.signals.shallow(depth) {
-                    // What MPI holds counts too: right after a takeover the shim's queues are
-                    // empty only because nothing was drained yet.
-                    self.drain(comm, rt);
-                    idle = self.arrived.is_empty();
-                }
+                let idle = self.posted.is_empty() && self.arrived.is_empty();
                 if idle && self.signals.shallow(depth) {
                     comm.takeover.episode_ended(self.signals.paid(depth), depth);
                     true

@@ -106,6 +106,11 @@ pub fn found_floor(clock: &Clock) -> u64 {
     floor
 }
 
+/// An episode that did not pay multiplies the outstanding-receive limit by this: a program
+/// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
+/// of episodes.
+const UNPAID_LIMIT_FACTOR: usize = 16;
+
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
     mode: AtomicU8,
@@ -375,14 +380,14 @@ impl Takeover {
 
     /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
-    /// one start later (MPI's queues must look four times deeper), one that paid brings the
+    /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
     /// start back to `2·depth` receives outstanding or `depth` elements searched.
     pub fn episode_ended(&self, paid: bool, depth: u32) {
         let base = 2 * depth as usize;
         let limit = if paid {
             base
         } else {
-            (self.limit.load(Relaxed) * 4).min(base << 16)
+            (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16)
         };
         self.limit.store(limit, Relaxed);
     }
@@ -411,17 +416,22 @@ pub struct Signals {
     mean: f64,
     /// The highest mean of this episode.
     peak: f64,
+    /// Matches seen this episode.
+    seen: u64,
 }
 
 impl Signals {
     pub fn observe(&mut self, depth: u64) {
         self.mean += (depth as f64 - self.mean) / 16.0;
         self.peak = self.peak.max(self.mean);
+        self.seen += 1;
     }
 
-    /// Searches stay below half the depth at which the shim pays.
+    /// Searches, once there were any, stay below half the depth at which the shim pays
+    /// (right after a takeover the shim's queues are empty only because nothing was drained
+    /// yet).
     pub fn shallow(&self, depth: u32) -> bool {
-        self.mean < depth as f64 / 2.0
+        self.seen > 0 && self.mean < depth as f64 / 2.0
     }
 
     /// The episode reached the depth at which the shim pays.
@@ -554,10 +564,14 @@ mod tests {
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
         t.episode_ended(false, 8);
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
         assert!(
             t.delegated_call(Policy::Auto) != Call::TakeOver,
-            "limit now 64"
+            "limit now 16 times higher"
         );
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR + 1, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.outstanding.store(17, Relaxed);
         t.episode_ended(true, 8);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
     }
@@ -608,6 +622,7 @@ mod tests {
     #[test]
     fn signals_say_whether_an_episode_paid() {
         let mut s = Signals::default();
+        assert!(!s.shallow(64), "nothing seen yet");
         for _ in 0..64 {
             s.observe(200);
         }

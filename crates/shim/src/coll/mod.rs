@@ -373,7 +373,6 @@ pub struct Collectives {
     stats: CollStats,
     /// Nonblocking collectives under way in the process.
     running: Mutex<Vec<(Arc<CollOp>, Schedule)>>,
-    running_count: AtomicUsize,
 }
 
 pub static COLLECTIVES: Collectives = Collectives {
@@ -383,19 +382,15 @@ pub static COLLECTIVES: Collectives = Collectives {
         counters: [const { [const { AtomicU64::new(0) }; 6] }; KINDS],
     },
     running: parking_lot::const_mutex(Vec::new()),
-    running_count: AtomicUsize::new(0),
 };
 
 impl Client for Collectives {
-    fn busy(&self) -> bool {
-        self.running_count.load(Ordering::Acquire) > 0
-    }
-
     /// Moves every running nonblocking collective on; skipped when another thread does it.
     fn progress(&self, rt: &Runtime) {
         let Some(mut list) = self.running.try_lock() else {
             return;
         };
+        let running = list.len();
         list.retain_mut(|(op, schedule)| {
             if !schedule.step(rt) {
                 return true;
@@ -404,7 +399,9 @@ impl Client for Collectives {
             self.state(op.comm).finished(op.comm);
             false
         });
-        self.running_count.store(list.len(), Ordering::Release);
+        if running > 0 && list.is_empty() {
+            rt.client_busy(false);
+        }
     }
 
     fn forget(&self, _rt: &Runtime, comm: &'static Comm) {
@@ -531,8 +528,10 @@ impl Collectives {
             state.finished(comm);
         } else {
             let mut list = self.running.lock();
+            if list.is_empty() {
+                rt.client_busy(true);
+            }
             list.push((op, schedule));
-            self.running_count.store(list.len(), Ordering::Release);
         }
         Ok(abi().success)
     }

@@ -63,16 +63,35 @@ macro_rules! intercept {
         $(#[$meta])*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::os::raw::c_int {
-            let Some(rt) = $crate::runtime::runtime() else {
-                return $crate::ffi::$pmpi($($arg),*);
-            };
-            let $prt = rt;
-            if $plain {
-                return $crate::ffi::$pmpi($($arg),*);
+            // Out of line, so the plain path saves no registers for it. MPI's argument lists
+            // are MPI's.
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn shim_side(
+                $($arg: $ty,)*
+                rt: &'static $crate::runtime::Runtime,
+            ) -> std::os::raw::c_int {
+                match $crate::intercept::guarded(stringify!($name), rt, |$rt| $body) {
+                    Ok(code) | Err($crate::runtime::Error::Raised(code)) => code,
+                    Err($crate::runtime::Error::Invalid) => $crate::ffi::$pmpi($($arg),*),
+                }
             }
-            match $crate::intercept::guarded(stringify!($name), rt, |$rt| $body) {
-                Ok(code) | Err($crate::runtime::Error::Raised(code)) => code,
-                Err($crate::runtime::Error::Invalid) => $crate::ffi::$pmpi($($arg),*),
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn checked($($arg: $ty),*) -> std::os::raw::c_int {
+                let Some(rt) = $crate::runtime::runtime() else {
+                    return $crate::ffi::$pmpi($($arg),*);
+                };
+                let $prt = rt;
+                if $plain {
+                    return $crate::ffi::$pmpi($($arg),*);
+                }
+                shim_side($($arg,)* rt)
+            }
+            // The plain path below MPI_THREAD_MULTIPLE needs no call before MPI's own.
+            match $crate::runtime::serial_runtime() {
+                Some($prt) if $plain => $crate::ffi::$pmpi($($arg),*),
+                _ => checked($($arg),*),
             }
         }
     };

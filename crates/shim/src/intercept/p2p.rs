@@ -10,12 +10,8 @@ use std::os::raw::{c_int, c_void};
 macro_rules! blocking_send {
     ($name:ident, $pmpi:ident, $nonblocking:ident, $count:ty) => {
         intercept!(fn $name(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
-                tag: c_int, comm: MPI_Comm) via $pmpi, |rt| {
-            if rt.needs_progress() {
-                nonblocking_then_wait(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
-            } else {
-                Ok($pmpi(buf, count, datatype, dest, tag, comm))
-            }
+                tag: c_int, comm: MPI_Comm) via $pmpi, plain |rt| !rt.needs_progress(), |rt| {
+            nonblocking_then_wait(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
         });
     };
 }

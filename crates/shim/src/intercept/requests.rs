@@ -6,10 +6,10 @@ use crate::mpi::abi;
 use std::os::raw::c_int;
 
 intercept!(fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) via PMPI_Wait,
-    |rt| rt.wait(request, status));
+    plain |rt| rt.plainly_completed(*request), |rt| rt.wait(request, status));
 
 intercept!(fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
-    via PMPI_Test, |rt| rt.test(request, flag, status));
+    via PMPI_Test, plain |rt| rt.plainly_completed(*request), |rt| rt.test(request, flag, status));
 
 intercept!(fn MPI_Waitall(count: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status)
     via PMPI_Waitall, |rt| rt.all(count, requests, std::ptr::null_mut(), statuses, true));

@@ -39,11 +39,10 @@ pub enum Error {
 
 /// Something besides point-to-point receives that needs the progress engine (the collectives
 /// the shim runs).
+/// A client with work under way says so with [`Runtime::client_busy`]: blocking calls must then
+/// poll instead of blocking inside MPI.
 pub trait Client: Sync {
-    /// True while it has work under way: blocking calls must then poll instead of blocking
-    /// inside MPI.
-    fn busy(&self) -> bool;
-    /// Moves its work on; called in every round of progress while busy.
+    /// Moves its work on; called in every round of progress while some client is busy.
     fn progress(&self, rt: &Runtime);
     /// The user freed `comm`.
     fn forget(&self, rt: &Runtime, comm: &'static Comm);
@@ -68,6 +67,8 @@ pub struct Runtime {
     listed: Mutex<Vec<&'static Comm>>,
     /// Receives anywhere in the process that need the shim's progress to complete.
     pending: AtomicUsize,
+    /// Clients with work under way.
+    busy_clients: AtomicUsize,
     requests: request::Registry,
     /// Counters of communicators already freed.
     retired: Mutex<report::Totals>,
@@ -131,6 +132,20 @@ pub fn runtime() -> Option<&'static Runtime> {
     Some(rt)
 }
 
+/// [`runtime`] below `MPI_THREAD_MULTIPLE` (`None` at `MPI_THREAD_MULTIPLE`): plain loads only.
+#[inline(always)]
+pub fn serial_runtime() -> Option<&'static Runtime> {
+    let rt = RUNTIME.get()?;
+    // SAFETY: see `Serial`; read only below MPI_THREAD_MULTIPLE.
+    if rt.multiple
+        || rt.finalized.load(Ordering::Relaxed)
+        || unsafe { (*IN_CALL_SERIAL.0.get()).is_some() }
+    {
+        return None;
+    }
+    Some(rt)
+}
+
 /// Runs `body` as the shim's handling of MPI call `name`, so MPI callbacks that call `MPI_*`
 /// pass through.
 #[inline]
@@ -167,6 +182,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         next_comm_id: AtomicU64::new(0),
         listed: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
+        busy_clients: AtomicUsize::new(0),
         requests: request::Registry::new(),
         retired: Mutex::new(report::Totals::default()),
         clock,
@@ -326,7 +342,16 @@ impl Runtime {
     /// calls must then poll instead of blocking inside MPI.
     #[inline]
     pub fn needs_progress(&self) -> bool {
-        self.pending.load(Ordering::Acquire) > 0 || self.clients.iter().any(|c| c.busy())
+        self.pending.load(Ordering::Acquire) > 0 || self.busy_clients.load(Ordering::Acquire) > 0
+    }
+
+    /// A client's work got under way (`true`) or all of it finished (`false`).
+    pub fn client_busy(&self, busy: bool) {
+        if busy {
+            self.busy_clients.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.busy_clients.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// One round of progress: `focus` first, then the clients, then every communicator with
@@ -335,8 +360,8 @@ impl Runtime {
         if let Some(comm) = focus {
             comm.progress(self);
         }
-        for client in self.clients {
-            if client.busy() {
+        if self.busy_clients.load(Ordering::Acquire) > 0 {
+            for client in self.clients {
                 client.progress(self);
             }
         }
@@ -415,6 +440,13 @@ impl Runtime {
     #[inline]
     pub fn lookup(&self, handle: MPI_Request) -> Option<Request> {
         self.requests.get(handle)
+    }
+
+    /// A single-completion call on `handle` can go to MPI as it is: the handle is MPI's own
+    /// (not even followed) and nothing waits for the shim's progress.
+    #[inline]
+    pub fn plainly_completed(&self, handle: MPI_Request) -> bool {
+        self.requests.surely_unknown(handle) && !self.needs_progress()
     }
 
     /// The requests among `handles` the shim knows, with their positions.

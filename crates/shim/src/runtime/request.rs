@@ -232,6 +232,12 @@ impl Registry {
         self.filter.load(Acquire) & filter_bit(key) != 0
     }
 
+    /// True when `handle` is surely not one the shim knows.
+    #[inline]
+    pub fn surely_unknown(&self, handle: MPI_Request) -> bool {
+        !self.maybe_known(handle.key())
+    }
+
     #[inline]
     pub fn get(&self, handle: MPI_Request) -> Option<Request> {
         let key = handle.key();

@@ -6,17 +6,23 @@
 //!
 //! One iteration posts `len` receives and lets their `len` messages arrive (or the other way
 //! round), so it is `len` matches and leaves the engine empty; the engine lives on across
-//! iterations, as it does in a run. `batch` takes the arrivals as one burst, `batch/1` one by one.
+//! iterations, as it does in a run. `batch` and `gpu` take the arrivals as one burst, `batch/1`
+//! one by one. Without a device `gpu` is `bins`; `gpu/mirror` is its CPU tier as it runs beside
+//! a device (keeping the mapped mirror), `gpu/kernels` runs every burst through the kernels'
+//! host build. Two more tables set these tiers against `bins` from 64 to 65536 queued elements,
+//! and show what a communicator's MPI-4 assertions save.
 //!
 //! Environment: `BENCH_PART` = `all` (default), `rates` (criterion only) or `tables`;
 //! `BENCH_ENGINES` = engine names, comma-separated, for the tables (default: all);
-//! `BENCH_ROUNDS` = rounds of the interleaved tables (default 25).
+//! `BENCH_ROUNDS` = rounds of the interleaved tables (default 25). Arguments naming tables
+//! (`interleaved`, `depth`, `memory`, `queues`, `gpu_tiers`, `assertions`) make only those.
 
 use criterion::measurement::{Measurement, ValueFormatter};
+use matchshim_core::matching::gpu::{GpuEngine, Tiers};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
 use matchshim_core::matching::{
-    build_engine, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId, Pattern,
-    SearchStats, ANY_SOURCE,
+    build_engine, Assertions, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId,
+    Pattern, SearchStats, ANY_SOURCE,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -131,7 +137,17 @@ const LENGTHS: [usize; 4] = [1, 16, 256, 4096];
 /// Also measured at 65536 elements: the engines that do not search a list as long as the queue
 /// (the others would take seconds per iteration).
 const LONG: usize = 65536;
-const LONG_ENGINES: [&str; 6] = ["rank", "bins", "adaptive", "pnp", "col+pnp", "list+pnp"];
+const LONG_ENGINES: [&str; 9] = [
+    "rank",
+    "bins",
+    "adaptive",
+    "pnp",
+    "col+pnp",
+    "list+pnp",
+    "gpu",
+    "gpu/mirror",
+    "gpu/kernels",
+];
 /// Ranks sending in the keyed orders.
 const RANKS: usize = 64;
 
@@ -295,14 +311,31 @@ fn workload(order: Order, len: usize) -> Workload {
     }
 }
 
-/// The engines measured: every kind, and `batch` once more with arrivals one by one.
+/// The engines measured: every kind, `batch` once more with arrivals one by one, and `gpu`
+/// once more with every burst through the kernels' host build.
 fn engines() -> Vec<(EngineKind, String, bool)> {
     let mut list: Vec<_> = EngineKind::ALL
         .iter()
-        .map(|&kind| (kind, kind.name().to_string(), kind == EngineKind::Batch))
+        .map(|&kind| {
+            let burst = matches!(kind, EngineKind::Batch | EngineKind::Gpu);
+            (kind, kind.name().to_string(), burst)
+        })
         .collect();
     list.push((EngineKind::Batch, "batch/1".to_string(), false));
+    for (name, _) in GPU_TIERS {
+        list.push((EngineKind::Gpu, name.to_string(), true));
+    }
     list
+}
+
+/// The `gpu` engine's tiers measured apart from it.
+const GPU_TIERS: [(&str, Tiers); 2] = [("gpu/mirror", Tiers::CPU), ("gpu/kernels", Tiers::KERNELS)];
+
+fn build(kind: EngineKind, name: &str, comm_size: usize) -> Box<dyn MatchEngine> {
+    match GPU_TIERS.iter().find(|(tier, _)| *tier == name) {
+        Some(&(_, tiers)) => Box::new(GpuEngine::host(&params(comm_size), tiers)),
+        None => build_engine(kind, &params(comm_size)),
+    }
 }
 
 /// The engines of the tables: `BENCH_ENGINES` if set.
@@ -365,7 +398,7 @@ fn matching_rate(c: &mut Criterion<CpuTime>) {
                 .filter(|(_, name, _)| len < LONG || LONG_ENGINES.contains(&name.as_str()));
             for (kind, name, burst) in measured {
                 group.bench_function(BenchmarkId::new(&name, len), |b| {
-                    let mut engine = build_engine(kind, &params(work.comm_size));
+                    let mut engine = build(kind, &name, work.comm_size);
                     run(engine.as_mut(), &work, burst);
                     assert_eq!(engine.queued(), (0, 0), "{name}: not every message matched");
                     b.iter(|| run(engine.as_mut(), &work, burst))
@@ -549,24 +582,24 @@ fn interleaved(
     println!("|---|---:|{}", "---:|".repeat(engines.len()));
     for &(order, len) in cases {
         let work = workload(order, len);
-        let build = |kind: EngineKind| build_engine(kind, &params(work.comm_size));
         // About 5 ms of work per engine and round, from one timed run.
         let iterations: Vec<u64> = engines
             .iter()
-            .map(|&(kind, _, burst)| {
-                let mut engine = build(kind);
+            .map(|(kind, name, burst)| {
+                let mut engine = build(*kind, name, work.comm_size);
                 let start = thread_ns();
-                run(engine.as_mut(), &work, burst);
+                run(engine.as_mut(), &work, *burst);
                 (5_000_000 / (thread_ns() - start).max(1)).max(1)
             })
             .collect();
         let mut best = vec![f64::MAX; engines.len()];
         for _ in 0..rounds {
-            for (e, &(kind, _, burst)) in engines.iter().enumerate() {
+            for (e, (kind, name, burst)) in engines.iter().enumerate() {
+                let (kind, burst) = (*kind, *burst);
                 // A new engine each round, warmed by one untimed run: where the allocator puts
                 // its arrays changes its speed, and the best round takes the placement that
                 // suits each engine, the baseline included.
-                let mut engine = build(kind);
+                let mut engine = build(kind, name, work.comm_size);
                 run(engine.as_mut(), &work, burst);
                 let start = thread_ns();
                 for _ in 0..iterations[e] {
@@ -589,8 +622,22 @@ fn interleaved(
 }
 
 fn main() {
+    // Arguments but flags name tables, or criterion benchmarks (then no table is made).
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    let tables: [(&str, fn()); 6] = [
+        ("interleaved", interleaved_tables),
+        ("depth", depth),
+        ("memory", memory),
+        ("queues", queues),
+        ("gpu_tiers", gpu_tiers),
+        ("assertions", assertions),
+    ];
+    let only_tables = !named.is_empty() && named.iter().all(|n| tables.iter().any(|t| t.0 == n));
     let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".to_string());
-    if part != "tables" {
+    if part != "tables" && !only_tables {
         let mut c = Criterion::default()
             .with_measurement(CpuTime)
             .warm_up_time(Duration::from_millis(100))
@@ -600,11 +647,17 @@ fn main() {
         matching_rate(&mut c);
         c.final_summary();
     }
-    // The tables take a minute; a run for a few benchmarks (any argument but flags) skips them.
-    let filtered = std::env::args().skip(1).any(|arg| !arg.starts_with('-'));
-    if part == "rates" || (part == "all" && filtered) {
+    if part == "rates" || (!named.is_empty() && !only_tables) {
         return;
     }
+    for (name, table) in tables {
+        if named.is_empty() || named.iter().any(|n| n == name) {
+            table();
+        }
+    }
+}
+
+fn interleaved_tables() {
     let all = chosen_engines();
     let short = [
         (Order::Posting, 1),
@@ -627,7 +680,139 @@ fn main() {
         .collect();
     let long_cases: Vec<(Order, usize)> = ORDERS.iter().map(|&(order, _)| (order, LONG)).collect();
     interleaved("Interleaved, 65536 elements", &long_cases, &long, "bins");
-    depth();
-    memory();
-    queues();
+}
+
+type Make<'a> = Box<dyn Fn() -> Box<dyn MatchEngine> + 'a>;
+
+/// ns per match of each engine on one workload, arrivals as one burst: the best of `rounds`
+/// rounds of about 5 ms, the engines taking turns within each round.
+fn best_interleaved(makers: &[Make], work: &Workload, rounds: usize) -> Vec<f64> {
+    let iterations: Vec<u64> = makers
+        .iter()
+        .map(|make| {
+            let mut engine = make();
+            let start = thread_ns();
+            run(engine.as_mut(), work, true);
+            (5_000_000 / (thread_ns() - start).max(1)).max(1)
+        })
+        .collect();
+    let mut best = vec![f64::MAX; makers.len()];
+    for _ in 0..rounds {
+        for (e, make) in makers.iter().enumerate() {
+            let mut engine = make();
+            run(engine.as_mut(), work, true);
+            let start = thread_ns();
+            for _ in 0..iterations[e] {
+                run(engine.as_mut(), work, true);
+            }
+            best[e] = best[e].min((thread_ns() - start) as f64 / iterations[e] as f64);
+        }
+    }
+    best.iter().map(|ns| ns / work.posts.len() as f64).collect()
+}
+
+/// The `gpu` engine's tiers against `bins`, random order, each arrival phase one burst: the CPU
+/// tier beside a device (`gpu/mirror`), the lookup kernel in order and claiming unordered (the communicator asserts
+/// no wildcards and overtaking), and with 10% `ANY_SOURCE` receives the scan kernel; kernels
+/// in their host build. Million matches per second, best of 5 interleaved rounds.
+fn gpu_tiers() {
+    const ROUNDS: usize = 5;
+    let unordered = EngineParams {
+        assertions: Assertions {
+            no_any_source: true,
+            no_any_tag: true,
+            allow_overtaking: true,
+        },
+        ..EngineParams::default()
+    };
+    println!("\nM matches/s, random order, best of {ROUNDS} rounds (kernels: host build)\n");
+    println!(
+        "| length | bins | mirror CPU tier | lookup kernel | lookup, unordered | \
+         bins, 10% wildcards | mirror CPU tier, 10% wildcards | scan kernel, 10% wildcards |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for len in [64, 256, 1024, 4096, 16384, 65536] {
+        let mut row = format!("| {len} |");
+        for order in [Order::Random, Order::Wildcards] {
+            let work = workload(order, len);
+            let n = work.comm_size;
+            let mut makers: Vec<Make> = vec![
+                Box::new(|| build_engine(EngineKind::Bins, &params(n))),
+                Box::new(|| Box::new(GpuEngine::host(&params(n), Tiers::CPU))),
+            ];
+            // The scan kernel compares every message with every receive: not the longest.
+            if order == Order::Random || len <= 4096 {
+                makers.push(Box::new(|| {
+                    Box::new(GpuEngine::host(&params(n), Tiers::KERNELS))
+                }));
+            }
+            if order == Order::Random {
+                let relaxed = EngineParams {
+                    comm_size: n,
+                    ..unordered
+                };
+                makers.push(Box::new(move || {
+                    Box::new(GpuEngine::host(&relaxed, Tiers::KERNELS))
+                }));
+            }
+            for ns in best_interleaved(&makers, &work, ROUNDS) {
+                row += &format!(" {:.1} |", 1e3 / ns);
+            }
+            if makers.len() == 2 {
+                row += " – |";
+            }
+        }
+        println!("{row}");
+    }
+}
+
+/// What a communicator's MPI-4 assertions save: ns per match of 4096 receives naming source
+/// and tag, without and with each assertion, best of 5 interleaved rounds.
+fn assertions() {
+    const ROUNDS: usize = 5;
+    let asserting = |no_any_source, no_any_tag, allow_overtaking| Assertions {
+        no_any_source,
+        no_any_tag,
+        allow_overtaking,
+    };
+    let sets = [
+        asserting(false, false, false),
+        asserting(true, false, false),
+        asserting(false, true, false),
+        asserting(true, true, false),
+        asserting(true, true, true),
+    ];
+    println!("\nns per match, 4096 receives, by the communicator's assertions (best of {ROUNDS} rounds)\n");
+    println!(
+        "| engine | order | none | no_any_source | no_any_tag | both | both, allow_overtaking |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let kinds = [
+        EngineKind::List,
+        EngineKind::Rank,
+        EngineKind::Bins,
+        EngineKind::Pnp,
+        EngineKind::ColPnp,
+    ];
+    for kind in kinds {
+        for order in [Order::Posting, Order::Reverse, Order::Random] {
+            let work = workload(order, 4096);
+            let makers: Vec<Make> = sets
+                .iter()
+                .map(|&assertions| {
+                    let params = EngineParams {
+                        assertions,
+                        ..params(work.comm_size)
+                    };
+                    Box::new(move || build_engine(kind, &params)) as Make
+                })
+                .collect();
+            let cells: Vec<String> = best_interleaved(&makers, &work, ROUNDS)
+                .iter()
+                .map(|ns| format!("{ns:.1}"))
+                .collect();
+            let name = order_name(order);
+            println!("| {} | {name} | {} |", kind.name(), cells.join(" | "));
+        }
+    }
 }

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The whole benchmark suite, natively and under the shim with each engine:
-#  1. pingpong and longqueue on 2 ranks, through ci/bench-p2p.sh (its own table);
+#  1. pingpong, bandwidth and longqueue on 2 ranks, through ci/bench-p2p.sh (its own table);
 #  2. on N ranks: the hot spot of ci/bench-coll.sh (coll hotspot), halo_mt with 1, 2 and 4
 #     threads, and the application mixes app_radix, app_nbody and app_miniamr; then a table of
 #     shim/native ratios (best of the rounds), the apps' checksums compared across
 #     configurations, and per engine the point-to-point search depth of halo_mt against the
 #     thread count (from the shim's report).
 #
-#   ci/bench.sh [--mpi mpich|openmpi] [--engines "list rank col+pnp"] [-n RANKS] [--rounds R]
-#               [--quick]
+#   ci/bench.sh [--mpi mpich|openmpi] [--engines "list rank col+pnp"] [--takeover "auto always"]
+#               [-n RANKS] [--rounds R] [--quick]
 #
-# Rounds (default 3) rotate the order of the configurations, as ci/bench-p2p.sh does.
+# Each engine runs under each takeover mode (MATCHSHIM_TAKEOVER, default auto).  Rounds
+# (default 3) rotate the order of the configurations, as ci/bench-p2p.sh does.
 # --quick: shorter runs, and one round unless --rounds says otherwise (a minute or two on
 # 2 cores).  A shim run counts only if every rank's report names the engine asked for.
 # Raw output: target/bench-suite/<mpi>/.  Exit status 1 if a run failed or checksums differ
@@ -21,6 +22,7 @@ ROOT=$(repo_root)
 cd "$ROOT"
 MPI=mpich
 ENGINES="list rank col+pnp"
+MODES=auto
 RANKS=4
 ROUNDS=
 QUICK=0
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --mpi) MPI=${2:?}; shift 2 ;;
         --engines) ENGINES=${2:?}; shift 2 ;;
+        --takeover) MODES=${2:?}; shift 2 ;;
         -n) RANKS=${2:?}; shift 2 ;;
         --rounds) ROUNDS=${2:?}; shift 2 ;;
         --quick) QUICK=1; shift ;;
@@ -55,7 +58,7 @@ esac
 FAILED=0
 START=$(date +%s)
 echo "== point-to-point, 2 ranks (ci/bench-p2p.sh)"
-p2p=(--mpi "$MPI" --engines "$ENGINES" --rounds "$ROUNDS")
+p2p=(--mpi "$MPI" --engines "$ENGINES" --takeover "$MODES" --rounds "$ROUNDS")
 [ "$QUICK" = 1 ] && p2p+=(--quick)
 build_shim "$MPI" || { echo "bench.sh: building the shim failed" >&2; exit 1; }
 ci/bench-p2p.sh "${p2p[@]}" || FAILED=1
@@ -78,8 +81,13 @@ fi
 BENCHES=("hotspot|coll hotspot $HOT")
 for t in 1 2 4; do BENCHES+=("halo_mt_t$t|halo_mt -t $t $HALO"); done
 BENCHES+=("app_radix|app_radix $RADIX" "app_nbody|app_nbody $NBODY" "app_miniamr|app_miniamr $AMR")
+# shim:ENGINE under auto, shim:ENGINE@MODE under another takeover mode
 CONFIGS=(native)
-for e in $ENGINES; do CONFIGS+=("shim:$e"); done
+for e in $ENGINES; do
+    for m in $MODES; do
+        if [ "$m" = auto ]; then CONFIGS+=("shim:$e"); else CONFIGS+=("shim:$e@$m"); fi
+    done
+done
 
 echo "== $RANKS ranks: hot spot, halo_mt, applications"
 RESULTS=$OUT/results.txt
@@ -92,10 +100,15 @@ for ((round = 1; round <= ROUNDS; round++)); do
             name=${entry%%|*}
             read -r -a cmd <<<"${entry#*|}"
             log=$OUT/raw/$name.${cfg/:/-}.r$round.log
+            log=${log/@/-}
             report=${log%.log}.report.jsonl
+            engine=${cfg#shim:}
+            mode=auto
+            [[ $engine == *@* ]] && mode=${engine#*@} engine=${engine%@*}
             envv=()
             [ "$cfg" != native ] &&
-                envv=(LD_PRELOAD="$LIB" MATCHSHIM_ENGINE="${cfg#shim:}" MATCHSHIM_REPORT="$report")
+                envv=(LD_PRELOAD="$LIB" MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode"
+                      MATCHSHIM_REPORT="$report")
             t0=$(date +%s)
             # The preload goes on the benchmark only, through env: launchers may drop LD_*.
             timeout -k 10 "$TIMEOUT" "${MPIEXEC[@]}" \
@@ -106,8 +119,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
             why=
             if [ $rc != 0 ] || ! grep -q '^RESULT ' "$log"; then
                 why="exit $rc"
-            elif [ "$cfg" != native ] && ! shim_ran "$report" "$RANKS" "${cfg#shim:}"; then
-                why="no shim report with engine ${cfg#shim:} from every rank"
+            elif [ "$cfg" != native ] && ! shim_ran "$report" "$RANKS" "$engine"; then
+                why="no shim report with engine $engine from every rank"
             fi
             if [ -n "$why" ]; then
                 echo "round $round $cfg $name: FAILED ($why), log $log"
@@ -161,17 +174,18 @@ for b in order:
 
 # halo_mt: point-to-point search depth over all rounds and ranks (weighted by searches).
 print(f"\nhalo_mt point-to-point search depth per engine (mean over searches / max, all ranks)")
-head = f"{'engine':<10} {'threads':>7} {'PRQ searches':>13} {'PRQ mean':>9} {'PRQ max':>8} " \
+head = f"{'engine':<16} {'threads':>7} {'PRQ searches':>13} {'PRQ mean':>9} {'PRQ max':>8} " \
        f"{'UMQ searches':>13} {'UMQ mean':>9} {'UMQ max':>8}"
 print(head)
 print("-" * len(head))
 for c in shims:
     for t in (1, 2, 4):
-        files = glob.glob(os.path.join(raw, f"halo_mt_t{t}.{c.replace(':', '-')}.r*.report.jsonl"))
+        files = glob.glob(os.path.join(
+            raw, f"halo_mt_t{t}.{c.replace(':', '-').replace('@', '-')}.r*.report.jsonl"))
         reps = [json.loads(l) for f in files for l in open(f) if l.strip()]
         if not reps:
             continue
-        row = f"{c[5:]:<10} {t:>7}"
+        row = f"{c[5:]:<16} {t:>7}"
         for q in ("prq", "umq"):
             s = [r["point_to_point"][q] for r in reps]
             n = sum(x["searches"] for x in s)

@@ -13,12 +13,13 @@ shim_lib_for() {
     esac
 }
 
+# Builds the shim and the command for MPI $1, showing cargo's progress.
 build_shim() {
     local mpi=$1 root
     root=$(repo_root)
     case "$mpi" in
-        mpich) (cd "$root" && MPICC=mpicc.mpich cargo build --release --quiet) ;;
-        openmpi) (cd "$root" && MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release --quiet) ;;
+        mpich) (cd "$root" && MPICC=mpicc.mpich cargo build --release) ;;
+        openmpi) (cd "$root" && MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release) ;;
     esac
 }
 
@@ -35,7 +36,9 @@ mpirun_for() {
 engines() { grep -v '^#' "$(repo_root)/ci/engines"; }
 
 # True if the shim report $1 (MATCHSHIM_REPORT) holds a line from each of ranks 0..$2-1, all
-# with engine $3: a shim run whose preload was dropped cannot pass as a native one.
+# with engine $3: a shim run whose preload was dropped, or whose MPI calls bypassed the shim,
+# cannot pass as a native one. With a fourth argument `matched`, the engines also matched
+# messages (point-to-point or collective) on some rank.
 shim_ran() {
     python3 - "$@" <<'EOF'
 import json, sys
@@ -45,6 +48,9 @@ except (OSError, ValueError):
     sys.exit(1)
 n = int(sys.argv[2])
 ok = {r.get("rank") for r in reps if r.get("size") == n} == set(range(n))
-sys.exit(0 if ok and all(r.get("engine") == sys.argv[3] for r in reps) else 1)
+ok = ok and all(r.get("engine") == sys.argv[3] for r in reps)
+if sys.argv[4:] == ["matched"]:
+    ok = ok and sum(r["point_to_point"]["matches"] + r["collective"]["matches"] for r in reps) > 0
+sys.exit(0 if ok else 1)
 EOF
 }

@@ -1,32 +1,37 @@
 #!/usr/bin/env bash
-# Runs the C programs in ld-preload-tests/ natively and with libmatchshim.so
-# preloaded, under MPICH and Open MPI, and compares the results.
+# Runs the MPI programs in ld-preload-tests/ (C, and Fortran with mpif.h, `use mpi` and
+# `use mpi_f08`) natively and with libmatchshim.so preloaded, under MPICH and Open MPI, and
+# compares the results.
 #
 # Usage: ci/ld-preload-tests.sh [--mpi mpich|openmpi|all] [--engines "list rank ..."]
-#                               [--native-only] [--only "prog ..."]
+#            [--takeover "auto always flip:3"] [--native-only] [--only "prog ..."]
 #
-# Each program prints `ok|FAIL|skip <check>` lines and `verdict: PASS|FAIL` from
-# rank 0; its header comment `/* ranks: 2 3 */` gives the rank counts.  A shim
-# case passes when it exits 0, prints `verdict: PASS` and its check lines equal
-# the native run's.  A program marked `/* native-known-fail: mpich */` checks
-# something that native MPICH gets wrong: natively it is only reported, under
-# the shim it must pass on its own.  Each run is killed after
+# Each program prints `ok|FAIL|skip <check>` lines and `verdict: PASS|FAIL` from rank 0; its
+# header comment (`/* ranks: 2 3 */`, or `! ranks: 2` in Fortran) gives the rank counts.  A
+# shim case (an engine under a MATCHSHIM_TAKEOVER mode, default `auto`) passes when it exits
+# 0, prints `verdict: PASS`, its check lines equal the native run's, and its report
+# (MATCHSHIM_REPORT) holds every rank with that engine, so no program passes by bypassing the
+# shim; under `always`, the engines must also have matched messages.  A program marked
+# `native-known-fail: mpich` checks something that native MPICH gets wrong: natively it is
+# only reported, under the shim it must pass on its own.  Each run is killed after
 # $LD_PRELOAD_TESTS_TIMEOUT seconds (default 20).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+source ci/common.sh
 ROOT=$PWD
 SRC=ld-preload-tests
 
 mpis="mpich openmpi"
 engines="${LD_PRELOAD_TESTS_ENGINES:-list rank}"
+modes="auto"
 native_only=0
 only=""
 # every program takes a second or two natively; a hang should not cost much
 run_timeout="${LD_PRELOAD_TESTS_TIMEOUT:-20}"
 
 usage() {
-    sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,7p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -41,19 +46,13 @@ while [ $# -gt 0 ]; do
             esac
             shift 2 ;;
         --engines) [ $# -ge 2 ] || usage; engines="$2"; shift 2 ;;
+        --takeover) [ $# -ge 2 ] || usage; modes="$2"; shift 2 ;;
         --native-only) native_only=1; shift ;;
         --only) [ $# -ge 2 ] || usage; only="$2"; shift 2 ;;
         -h|--help) usage ;;
         *) echo "unknown argument: $1" >&2; usage ;;
     esac
 done
-
-shim_lib() {
-    case "$1" in
-        mpich) echo "$ROOT/target/release/libmatchshim.so" ;;
-        openmpi) echo "$ROOT/target/openmpi/release/libmatchshim.so" ;;
-    esac
-}
 
 # Launch prefix per MPI.  MPICH (ch4:ucx): UCX on shared-memory transports
 # only, single node.  Open MPI: ob1 over shared memory (no UCX pml), no
@@ -71,7 +70,7 @@ launcher() {
 
 if [ "$native_only" = 0 ]; then
     for mpi in $mpis; do
-        lib=$(shim_lib "$mpi")
+        lib=$(shim_lib_for "$mpi")
         if [ ! -f "$lib" ]; then
             echo "ld-preload-tests: shim library for $mpi not found: $lib" >&2
             case "$mpi" in
@@ -84,9 +83,12 @@ if [ "$native_only" = 0 ]; then
     done
 fi
 
+# The source of program $1.
+source_of() { ls "$SRC/$1".c "$SRC/$1".f90 2>/dev/null | head -n 1; }
+
 programs=()
-for f in "$SRC"/*.c; do
-    name=$(basename "$f" .c)
+for f in "$SRC"/*.c "$SRC"/*.f90; do
+    name=$(basename "${f%.*}")
     [ "$name" = demo ] && continue
     if [ -n "$only" ] && ! [[ " $only " == *" $name "* ]]; then
         continue
@@ -127,18 +129,30 @@ show_output() {
 
 ranks_of() {
     local r
-    r=$(sed -n 's/.*ranks:\([ 0-9]*\).*/\1/p' "$SRC/$1.c" | head -n 1)
+    r=$(sed -n 's/.*ranks:\([ 0-9]*\).*/\1/p' "$(source_of "$1")" | head -n 1)
     echo "${r:-2}"
 }
 
 known_native_fail() {
-    grep -Eq "native-known-fail:.*\<$2\>" "$SRC/$1.c"
+    grep -Eq "native-known-fail:.*\<$2\>" "$(source_of "$1")"
 }
 
-# run_case MPI ENGINE PROG N -> sets $out; returns the run's exit status
+# build MPI PROG: compiles the program for MPI, C or Fortran by its suffix.
+build() {
+    local mpi=$1 prog=$2 src out="target/ld-preload-tests/$1/$2"
+    src=$(source_of "$prog")
+    case "$src" in
+        *.c) "$(mpicc_for "$mpi")" -O2 -Wall -pthread -o "$out" "$src" ;;
+        *.f90) (cd "target/ld-preload-tests/$mpi" && "mpif90.$mpi" -O1 -I"$ROOT/$SRC" -o "$prog" "$ROOT/$src") ;;
+    esac
+}
+
+# run_case MPI ENGINE MODE PROG N -> sets $out and $report; returns the run's exit status
 run_case() {
-    local mpi=$1 engine=$2 prog=$3 n=$4 bin="$ROOT/target/ld-preload-tests/$1/$3"
-    out="$tmp/$mpi.$engine.$prog.$n.out"
+    local mpi=$1 engine=$2 mode=$3 prog=$4 n=$5 bin="$ROOT/target/ld-preload-tests/$1/$4"
+    out="$tmp/$mpi.$engine.$mode.$prog.$n.out"
+    report="$tmp/$mpi.$engine.$mode.$prog.$n.report"
+    rm -f "$report"
     local cmd
     cmd=$(launcher "$mpi" "$n")
     if [ "$engine" = native ]; then
@@ -147,8 +161,9 @@ run_case() {
     else
         # env inside the command line: the launcher cannot drop the variables.
         # shellcheck disable=SC2086
-        timeout -k 5 "$run_timeout" $cmd env LD_PRELOAD="$(shim_lib "$mpi")" \
-            MATCHSHIM_ENGINE="$engine" "$bin" >"$out" 2>&1
+        timeout -k 5 "$run_timeout" $cmd env LD_PRELOAD="$(shim_lib_for "$mpi")" \
+            MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
+            "$bin" >"$out" 2>&1
     fi
 }
 
@@ -167,45 +182,54 @@ record() {  # record PASS|FAIL line [output-file] [native-file]
     esac
 }
 
+# Why a finished run failed ("" if it passed its own checks).
+run_problem() {
+    local rc=$1 native_out=$2 stuck
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        echo -n "timed out after ${run_timeout}s"
+        stuck=$(first_missing "$native_out" "$out")
+        if [ -n "$stuck" ]; then echo -n ", stuck in check '$stuck'"; fi
+    elif [ "$rc" != 0 ]; then
+        echo -n "exit status $rc"
+    elif ! grep -qx 'verdict: PASS' "$out"; then
+        echo -n "no 'verdict: PASS'"
+    fi
+}
+
 start_all=$(now)
 for mpi in $mpis; do
-    case "$mpi" in
-        mpich) cc=mpicc.mpich ;;
-        openmpi) cc=mpicc.openmpi ;;
-    esac
-    bindir="target/ld-preload-tests/$mpi"
-    mkdir -p "$bindir"
+    mkdir -p "target/ld-preload-tests/$mpi"
     runnable=()
     for prog in "${programs[@]}"; do
-        if $cc -O2 -Wall -pthread -o "$bindir/$prog" "$SRC/$prog.c" >"$tmp/cc.out" 2>&1; then
+        if build "$mpi" "$prog" >"$tmp/cc.out" 2>&1; then
             runnable+=("$prog")
         else
             record FAIL "$mpi build $prog" "$tmp/cc.out"
         fi
     done
 
-    run_engines=native
-    [ "$native_only" = 0 ] && run_engines="native $engines"
+    cases="native"
+    if [ "$native_only" = 0 ]; then
+        for engine in $engines; do
+            for mode in $modes; do
+                cases="$cases $engine/$mode"
+            done
+        done
+    fi
     for prog in "${runnable[@]}"; do
         for n in $(ranks_of "$prog"); do
-            for engine in $run_engines; do
+            native_out="$tmp/$mpi.native.-.$prog.$n.out"
+            for c in $cases; do
+                engine=${c%%/*}
+                mode=-
+                [ "$engine" != native ] && mode=${c#*/}
                 t0=$(now)
                 rc=0
-                run_case "$mpi" "$engine" "$prog" "$n" || rc=$?
-                line="$mpi $engine $prog n=$n ($(elapsed "$t0")s)"
-                native_out="$tmp/$mpi.native.$prog.$n.out"
-                why=""
-                if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-                    why="timed out after ${run_timeout}s"
-                    stuck=$(first_missing "$native_out" "$out")
-                    [ -n "$stuck" ] && why="$why, stuck in check '$stuck'"
-                elif [ "$rc" != 0 ]; then
-                    why="exit status $rc"
-                elif ! grep -qx 'verdict: PASS' "$out"; then
-                    why="no 'verdict: PASS'"
-                elif grep -q 'cannot be preloaded' "$out"; then
-                    why="shim library was not preloaded"
-                fi
+                run_case "$mpi" "$engine" "$mode" "$prog" "$n" || rc=$?
+                label="$engine"
+                [ "$engine" != native ] && label="$engine $mode"
+                line="$mpi $label $prog n=$n ($(elapsed "$t0")s)"
+                why=$(run_problem "$rc" "$native_out")
                 known=0
                 known_native_fail "$prog" "$mpi" && known=1
                 if [ "$engine" = native ]; then
@@ -224,6 +248,15 @@ for mpi in $mpis; do
                         why="no native run to compare with"
                     elif [ "$(checks "$native_out")" != "$(checks "$out")" ]; then
                         why="check lines differ from the native run"
+                    fi
+                fi
+                if [ -z "$why" ]; then
+                    matched=""
+                    # One rank alone, or a program that skipped all, sends nothing to match.
+                    [ "$mode" = always ] && [ "$n" -gt 1 ] && grep -q '^ok ' "$out" && matched=matched
+                    if ! shim_ran "$report" "$n" "$engine" $matched; then
+                        why="the shim's report does not show every rank running $engine"
+                        [ -n "$matched" ] && why="$why with messages matched by it"
                     fi
                 fi
                 if [ -z "$why" ]; then

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # mpi4py's own test suite, 2 ranks, natively and under libmatchshim.so for each engine.
 #
-#   ci/mpi4py.sh [--mpi mpich|openmpi|all] [--engines "rank list"] [--native-only]
+#   ci/mpi4py.sh [--mpi mpich|openmpi|all] [--engines "rank list"] [--takeover "auto flip:3"]
+#                [--native-only]
 #
 # mpi4py is built from its sdist against the chosen MPI into target/mpi4py/<mpi>/venv (reused
 # when it already holds the pinned version); the same sdist provides test/.  A shim run fails
 # when any test that passed natively does not pass under the shim, or when the number of tests
 # run or skipped differs, or when the shim's report (MATCHSHIM_REPORT) does not show it loaded
-# with that engine.  Engines default to ci/engines.  Exit status: 0 only if every run passed.
+# with that engine.  Engines default to ci/engines; each runs under each takeover mode
+# (MATCHSHIM_TAKEOVER, default auto).  Exit status: 0 only if every run passed.
 #
 # Environment: MPI4PY_VERSION (default 4.1.2), MPI4PY_TIMEOUT (seconds per run, default 600),
 # MPI4PY_ARGS (extra arguments for test/main.py, e.g. "-i test_p2p" to run a subset).
@@ -20,6 +22,7 @@ TIMEOUT=${MPI4PY_TIMEOUT:-600}
 MPIS=all
 ENGINES=$(grep -v '^#' "$ROOT/ci/engines" 2>/dev/null | tr '\n' ' ')
 ENGINES=${ENGINES:-rank list}
+MODES=auto
 NATIVE_ONLY=0
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit "${1:-0}"; }
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --mpi) MPIS=${2:?}; shift 2 ;;
         --engines) ENGINES=${2:?}; shift 2 ;;
+        --takeover) MODES=${2:?}; shift 2 ;;
         --native-only) NATIVE_ONLY=1; shift ;;
         -h|--help) usage 0 ;;
         *) echo "mpi4py.sh: unknown argument: $1" >&2; usage 2 >&2 ;;
@@ -259,10 +263,11 @@ run_suite() {
     if [ "$label" = native ]; then
         verdict=$(python3 -c "$PY_TOOL" native "$dir" "$rc")
     else
-        verdict=$(python3 -c "$PY_TOOL" shim "$NATIVE_DIR" "$dir" "$rc" "${label#shim:}")
+        local engine=${label#shim:}
+        verdict=$(python3 -c "$PY_TOOL" shim "$NATIVE_DIR" "$dir" "$rc" "${engine%@*}")
     fi
     [ "$rc" = 124 ] || [ "$rc" = 137 ] && verdict="${verdict/#PASS/FAIL} (timeout ${TIMEOUT}s)"
-    printf '[%s %-14s] %5ss  %s\n' "$MPI" "$label" "$secs" "$verdict"
+    printf '[%s %-20s] %5ss  %s\n' "$MPI" "$label" "$secs" "$verdict"
     [ "${verdict%% *}" = PASS ]
 }
 
@@ -291,13 +296,17 @@ for MPI in $MPIS; do
     count run_suite native "$NATIVE_DIR"
     [ "$NATIVE_ONLY" = 1 ] && continue
     for engine in $ENGINES; do
-        if [ ! -f "$LIB" ]; then
-            printf '[%s %-14s] %5ss  FAIL %s not built\n' "$MPI" "shim:$engine" 0 "$LIB"
-            FAILED=$((FAILED + 1)); continue
-        fi
-        count run_suite "shim:$engine" "$WORK/$MPI/runs/shim-$engine" \
-            LD_PRELOAD="$LIB" MATCHSHIM_ENGINE="$engine" \
-            MATCHSHIM_REPORT="$WORK/$MPI/runs/shim-$engine/report.jsonl"
+        for mode in $MODES; do
+            label=shim:$engine run=shim-$engine
+            [ "$mode" = auto ] || label=$label@$mode run=$run-${mode/:/}
+            if [ ! -f "$LIB" ]; then
+                printf '[%s %-20s] %5ss  FAIL %s not built\n' "$MPI" "$label" 0 "$LIB"
+                FAILED=$((FAILED + 1)); continue
+            fi
+            count run_suite "$label" "$WORK/$MPI/runs/$run" \
+                LD_PRELOAD="$LIB" MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" \
+                MATCHSHIM_REPORT="$WORK/$MPI/runs/$run/report.jsonl"
+        done
     done
 done
 

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Every test: the engines' unit and property tests and the command's tests, the shim built for
-# MPICH and Open MPI, the ld-preload tests (point-to-point and collectives) natively and under
-# the shim with every engine (MPICH; three on Open MPI), the collective tests with MATCHSHIM_COLL=native too, and mpi4py's
-# suite under the default engine on both.
+# Every test: the unit, property and model tests of the engines and the command's tests; the
+# shim built for MPICH and Open MPI, installed into a prefix and run from there; errors as a
+# user sees them; the ld-preload programs (C and Fortran) natively and under the shim with
+# every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
+# with the default engine while matching goes back and forth between MPI and the shim (auto,
+# flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
+# mpi4py's suite on both MPIs under auto and flip:3.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
 
-# The command's tests run the shim built beside it.
+# The command's tests run the shim built beside it, and Open MPI's for its launcher.
 build_shim mpich
-cargo test --release
 build_shim openmpi
-ci/ld-preload-tests.sh --mpi mpich --engines "$(engines | tr '\n' ' ')"
-# Every engine is pure Rust and MPI-agnostic; on Open MPI the references and the default suffice.
-ci/ld-preload-tests.sh --mpi openmpi --engines "list rank col+pnp"
+cargo test --release
+# The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
+ci/gpu-ptx.sh
+# The installed command and both shims, with the source tree out of reach.
+ci/install-test.sh
+ci/fatal-tests.sh --mpi all
+ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover always
+ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
-ci/mpi4py.sh --mpi all --engines "col+pnp"
+MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
+ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"

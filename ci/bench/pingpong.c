@@ -10,7 +10,7 @@
  *   pingpong_improbe  MPI_Send + a loop of MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG) + MPI_Mrecv:
  *                   natively, the MPI calls the shim makes for one receive, so the floor of
  *                   its cost.
- * Sizes 8 B, 64 B, ... (x8) and maxsize (default 1 MiB), or only -s size.  Each size: one
+ * Sizes 1 B, 8 B, 64 B, ... (x8) and maxsize (default 1 MiB), or only -s size.  Each size: one
  * warm-up repetition, then reps repetitions of iters round trips (fewer above 4 KiB, where the
  * copy dominates); prints the median and the minimum as
  *   RESULT name=pingpong size=8 usec=0.452 min=0.447 iters=10000 reps=7
@@ -23,7 +23,7 @@
 
 #include "bench.h"
 
-/* 8, 64, 512, ... and maxsize last; 0 ends the sweep. */
+/* 1, 8, 64, ... and maxsize last; 0 ends the sweep. */
 static int next_size(int size, int maxsize) {
     if (size >= maxsize)
         return 0;
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "pingpong: needs exactly 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    if (base_iters < 1 || reps < 1 || maxsize < 8 || only < 0) {
+    if (base_iters < 1 || reps < 1 || maxsize < 1 || only < 0) {
         if (rank == 0)
             fprintf(stderr, "pingpong: bad arguments\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
 
     static const char *names[] = {"pingpong", "pingpong_irecv", "pingpong_improbe"};
     for (int variant = 0; variant < 3; variant++) {
-        for (int size = only ? only : 8; size > 0; size = next_size(size, maxsize)) {
+        for (int size = only ? only : 1; size > 0; size = next_size(size, maxsize)) {
             /* Above 4 KiB scale iterations down with the size, keeping at least 100. */
             long it = size <= 4096 ? base_iters : (long)base_iters * 4096 / size;
             int iters = it < 100 ? (base_iters < 100 ? base_iters : 100) : (int)it;

@@ -79,6 +79,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(mpich)");
     println!("cargo::rustc-check-cfg=cfg(openmpi)");
     println!("cargo::rustc-check-cfg=cfg(large_count)");
+    println!("cargo::rustc-check-cfg=cfg(mpi4)");
 
     let mpi = find_mpi();
     println!("cargo:rustc-cfg={}", mpi.flavor);
@@ -92,16 +93,25 @@ fn main() {
     } else {
         mpi.include_dirs.iter().map(PathBuf::from).collect()
     };
-    let large_count = header_dirs.iter().any(|dir| {
-        ["mpi.h", "mpi_proto.h"].iter().any(|h| {
-            std::fs::read_to_string(Path::new(dir).join(h))
-                .is_ok_and(|text| text.contains("PMPI_Mrecv_c("))
+    let declares = |function: &str| {
+        header_dirs.iter().any(|dir| {
+            ["mpi.h", "mpi_proto.h"].iter().any(|h| {
+                std::fs::read_to_string(Path::new(dir).join(h))
+                    .is_ok_and(|text| text.contains(function))
+            })
         })
-    });
-    if large_count {
-        println!("cargo:rustc-cfg=large_count");
+    };
+    // The large-count (`_c`) functions, and MPI-4's other additions (`Isendrecv`, ...).
+    for (cfg, function) in [
+        ("large_count", "PMPI_Mrecv_c("),
+        ("mpi4", "PMPI_Isendrecv("),
+    ] {
+        let present = declares(function);
+        if present {
+            println!("cargo:rustc-cfg={cfg}");
+        }
+        println!("cargo:{cfg}={}", present as u8);
     }
-    println!("cargo:large_count={}", large_count as u8);
 
     let bindings = bindgen::Builder::default()
         .header("src/abi.h")
@@ -109,6 +119,8 @@ fn main() {
         .allowlist_function("PMPI_.*")
         .allowlist_type("MPI_.*")
         .allowlist_var("ms_abi")
+        .allowlist_function("ms_.*")
+        .allowlist_type("ms_.*")
         .derive_default(true)
         .layout_tests(false)
         .generate()

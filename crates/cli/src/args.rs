@@ -1,352 +1,354 @@
-//! Command-line parsing (a handful of options: no parser crate needed).
+//! The command line, defined once: every sub-command's `--help` comes from here, with the
+//! engines, modes and defaults the shim itself knows.
 
+use crate::runs::Mpi;
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
+use matchshim_core::config::{CollMode, Config, KNOWN};
+use matchshim_core::matching::EngineKind;
 use std::path::PathBuf;
 
-pub const USAGE: &str = "\
-usage:
-  matchshim run [--engine E] [--mpi mpich|openmpi] [--lib PATH] [--out RUN_DIR] [--ranks]
-                -n N -- PROGRAM [ARGS...]
-  matchshim report [--json] [--ranks] RUN_DIR...
-  matchshim compare [--engines E1,E2,...] [--repeat R] [--mpi mpich|openmpi] [--lib PATH]
-                    [--out DIR] [--plot FILE.svg] -n N -- PROGRAM [ARGS...]
-
-run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
-         (default matchshim-runs/<time>-<engine>) and prints the summary
-report   prints the summary of runs (--json: machine-readable; --ranks: a row per rank)
-compare  runs PROGRAM natively and under each engine (default: all), R times each (median),
-         and prints queue search time speedups over `list`, queues allocated and wall times
-
-The shim library defaults to target/release/libmatchshim.so (MPICH) or
-target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
-MATCHSHIM_LIB variable (never passed to the ranks) name another.";
-
-/// Where and how to launch a program.
-#[derive(Debug, PartialEq)]
-pub struct Launch {
-    pub mpi: Option<String>,
-    pub lib: Option<PathBuf>,
-    pub out: Option<PathBuf>,
-    pub ranks: usize,
-    pub program: Vec<String>,
+#[derive(Parser, Debug)]
+#[command(
+    name = "matchshim",
+    version,
+    about = "Runs MPI programs under the matchshim library, which takes MPI message matching into \
+             its own queues, and reports and compares what its matching engines did."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Subcommand, Debug)]
 pub enum Command {
-    Run {
-        launch: Launch,
-        engine: Option<String>,
-        per_rank: bool,
-    },
-    Report {
-        dirs: Vec<PathBuf>,
-        json: bool,
-        per_rank: bool,
-    },
-    Compare {
-        launch: Launch,
-        engines: Option<Vec<String>>,
-        repeat: usize,
-        plot: Option<PathBuf>,
-    },
-    /// Internal: wraps one rank's process to record its exit status and stderr.
+    /// Runs an MPI program under the shim and prints what matching did
+    #[command(after_help = run_examples())]
+    Run(RunArgs),
+    /// Prints the summary of earlier runs
+    Report(ReportArgs),
+    /// Runs a program natively and under each engine, and recommends one
+    #[command(after_help = compare_examples())]
+    Compare(CompareArgs),
+    /// Wraps one rank's process (the launcher starts it): records its exit status and stderr
+    #[command(name = "_rank", hide = true)]
     Rank {
         dir: PathBuf,
+        #[arg(last = true, required = true)]
         program: Vec<String>,
     },
-    Help,
-    Version,
+    /// Prints the CUDA driver, devices and NVRTC the gpu engine finds
+    Gpu {
+        /// Writes the kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
+        #[arg(long, value_name = "DIR")]
+        ptx: Option<PathBuf>,
+    },
 }
 
-/// Splits `--name=value` and walks the arguments.
-struct Cursor {
-    args: std::vec::IntoIter<String>,
-    pending: Option<String>,
+/// Where and how to launch the program.
+#[derive(Args, Debug)]
+pub struct LaunchArgs {
+    /// Starts N ranks with the MPI's own mpiexec (mpiexec.mpich, mpiexec.openmpi); COMMAND is
+    /// then the program and its arguments. Without -n, COMMAND starts with a launcher
+    #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks: Option<u32>,
+    /// The MPI the program uses [default: the one it links, else the launcher's, else the first
+    /// mpiexec on PATH]
+    #[arg(long, value_enum)]
+    pub mpi: Option<Mpi>,
+    /// The shim library [default: MATCHSHIM_LIB, else PREFIX/lib/matchshim/MPI/ beside this
+    /// command, else the build tree this command is in]
+    #[arg(long, value_name = "PATH")]
+    pub lib: Option<PathBuf>,
+    /// Directory for the runs' files [default: matchshim-runs/TIME-LABEL]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// With -n: PROGRAM [ARGS]. Without: LAUNCHER [OPTIONS] PROGRAM [ARGS], any launcher
+    /// (srun, mpirun, mpiexec.mpich, mpiexec.openmpi, ...)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
 }
 
-impl Cursor {
-    fn new(args: Vec<String>) -> Cursor {
-        Cursor {
-            args: args.into_iter(),
-            pending: None,
-        }
-    }
-
-    fn next(&mut self) -> Option<String> {
-        let arg = self.args.next()?;
-        match arg.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => {
-                self.pending = Some(value.to_string());
-                Some(name.to_string())
-            }
-            _ => Some(arg),
-        }
-    }
-
-    fn value(&mut self, option: &str) -> Result<String, String> {
-        self.pending
-            .take()
-            .or_else(|| self.args.next())
-            .ok_or_else(|| format!("{option} needs a value"))
-    }
-
-    fn number(&mut self, option: &str) -> Result<usize, String> {
-        let text = self.value(option)?;
-        match text.parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{option} wants a positive number, not {text:?}")),
-        }
-    }
-
-    fn rest(&mut self) -> Vec<String> {
-        self.args.by_ref().collect()
-    }
-
-    /// A `--flag=value` given to an option that takes no value.
-    fn check_no_value(&mut self, option: &str) -> Result<(), String> {
-        match self.pending.take() {
-            Some(_) => Err(format!("{option} takes no value")),
-            None => Ok(()),
-        }
-    }
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    #[arg(long, value_parser = engine_names(), help = engine_help())]
+    pub engine: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = coll_names(), help = coll_help())]
+    pub coll: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = takeover_mode, help = takeover_help())]
+    pub takeover: Option<String>,
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = setting, help = set_help(false))]
+    pub set: Vec<(String, String)>,
+    /// Also prints a row per rank
+    #[arg(long = "ranks")]
+    pub per_rank: bool,
 }
 
-/// Parses the arguments after the program name; an error is a one-line usage message.
-pub fn parse(args: Vec<String>) -> Result<Command, String> {
-    let mut cursor = Cursor::new(args);
-    let Some(sub) = cursor.next() else {
-        return Ok(Command::Help);
-    };
-    match sub.as_str() {
-        "run" | "compare" => parse_launch(&sub, &mut cursor),
-        "report" => parse_report(&mut cursor),
-        "_rank" => {
-            let dir = cursor.next().ok_or("_rank needs a directory")?;
-            match cursor.next().as_deref() {
-                Some("--") => {}
-                _ => return Err("_rank needs -- before the program".into()),
-            }
-            let program = cursor.rest();
-            if program.is_empty() {
-                return Err("_rank needs a program".into());
-            }
-            Ok(Command::Rank {
-                dir: dir.into(),
-                program,
-            })
-        }
-        "help" | "-h" | "--help" => Ok(Command::Help),
-        "-V" | "--version" => Ok(Command::Version),
-        other => Err(format!("unknown command {other:?} (run, report, compare)")),
-    }
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    /// Engines to compare, comma-separated [default: all]; list and rank always run (the
+    /// baseline of speedups and the reference for queue counts)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names())]
+    pub engines: Vec<String>,
+    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = coll_names(), help = coll_help())]
+    pub coll: Vec<String>,
+    #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = takeover_mode, help = takeover_help())]
+    pub takeover: Vec<String>,
+    #[arg(long = "set", value_name = "NAME=V1,V2", value_parser = setting, help = set_help(true))]
+    pub set: Vec<(String, String)>,
+    /// Runs of each variant, in rounds (medians and spreads are over them)
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Draws the speedups and queue counts as an SVG figure
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Prints the comparison and the recommendation as JSON (kept as compare.json either way)
+    #[arg(long)]
+    pub json: bool,
 }
 
-fn parse_launch(sub: &str, cursor: &mut Cursor) -> Result<Command, String> {
-    let compare = sub == "compare";
-    let (mut mpi, mut lib, mut out, mut ranks) = (None, None, None, None);
-    let (mut engine, mut engines, mut repeat, mut plot, mut per_rank) =
-        (None, None, 1, None, false);
-    let mut program = Vec::new();
-    while let Some(arg) = cursor.next() {
-        match arg.as_str() {
-            "--mpi" => {
-                let name = cursor.value(&arg)?;
-                if name != "mpich" && name != "openmpi" {
-                    return Err(format!("--mpi is mpich or openmpi, not {name:?}"));
-                }
-                mpi = Some(name);
-            }
-            "--lib" => lib = Some(PathBuf::from(cursor.value(&arg)?)),
-            "--out" => out = Some(PathBuf::from(cursor.value(&arg)?)),
-            "-n" | "-np" => ranks = Some(cursor.number(&arg)?),
-            "--engine" if !compare => engine = Some(cursor.value(&arg)?),
-            "--ranks" if !compare => {
-                cursor.check_no_value(&arg)?;
-                per_rank = true;
-            }
-            "--engines" if compare => {
-                let list: Vec<String> = cursor
-                    .value(&arg)?
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|e| !e.is_empty())
-                    .map(String::from)
-                    .collect();
-                if list.is_empty() {
-                    return Err("--engines needs at least one engine".into());
-                }
-                engines = Some(list);
-            }
-            "--repeat" if compare => repeat = cursor.number(&arg)?,
-            "--plot" if compare => plot = Some(PathBuf::from(cursor.value(&arg)?)),
-            "--" => {
-                program = cursor.rest();
-                break;
-            }
-            option if option.starts_with('-') => {
-                return Err(format!("{sub} does not take {option}"));
-            }
-            _ => {
-                program.push(arg);
-                program.extend(cursor.rest());
-                break;
-            }
-        }
-    }
-    let ranks = ranks.ok_or_else(|| format!("{sub} needs -n RANKS"))?;
-    if program.is_empty() {
-        return Err(format!("{sub} needs a program after --"));
-    }
-    let launch = Launch {
-        mpi,
-        lib,
-        out,
-        ranks,
-        program,
-    };
-    Ok(if compare {
-        Command::Compare {
-            launch,
-            engines,
-            repeat,
-            plot,
-        }
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run directories, compare directories, or report files the shim wrote to MATCHSHIM_REPORT
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Prints JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Also prints a row per rank
+    #[arg(long = "ranks")]
+    pub per_rank: bool,
+}
+
+/// The shim's defaults: its configuration without variables.
+pub fn defaults() -> Config {
+    Config::from_vars(Vec::<(String, String)>::new())
+        .expect("no variables is a valid configuration")
+}
+
+fn engine_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(EngineKind::ALL.iter().map(|k| k.name()))
+}
+
+fn coll_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(CollMode::ALL.map(CollMode::name))
+}
+
+fn engine_help() -> String {
+    format!(
+        "Matching engine (MATCHSHIM_ENGINE) [default: MATCHSHIM_ENGINE if set, else {}]",
+        defaults().engine.name()
+    )
+}
+
+fn coll_help() -> String {
+    format!(
+        "Who runs collectives (MATCHSHIM_COLL): the shim on its own point-to-point, or MPI \
+         [default: MATCHSHIM_COLL if set, else {}]",
+        defaults().coll.name()
+    )
+}
+
+/// Variables that have their own option, or that the command sets.
+const NOT_SET: [&str; 4] = [
+    "MATCHSHIM_ENGINE",
+    "MATCHSHIM_COLL",
+    "MATCHSHIM_TAKEOVER",
+    "MATCHSHIM_REPORT",
+];
+
+/// The variables `--set` gives.
+fn settable() -> String {
+    KNOWN
+        .iter()
+        .filter(|name| !NOT_SET.contains(name))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn takeover_help() -> String {
+    format!(
+        "When the shim matches instead of MPI (MATCHSHIM_TAKEOVER): auto (MPI while queues are \
+         short, the shim once they grow), always, flip:N (switching every N receives) \
+         [default: MATCHSHIM_TAKEOVER if set, else {}]",
+        defaults().takeover
+    )
+}
+
+/// A takeover mode as the shim's own parser reads it.
+fn takeover_mode(text: &str) -> Result<String, String> {
+    Config::from_vars([("MATCHSHIM_TAKEOVER".to_string(), text.to_string())])
+        .map(|_| text.to_string())
+}
+
+fn set_help(values: bool) -> String {
+    let what = if values {
+        "Runs every variant with each of the values (repeatable)"
     } else {
-        Command::Run {
-            launch,
-            engine,
-            per_rank,
-        }
-    })
+        "Gives the ranks another variable (repeatable)"
+    };
+    format!(
+        "{what}. Checked, as every MATCHSHIM_* variable of the environment, by the shim's own \
+         parser before anything runs. Variables: {}",
+        settable()
+    )
 }
 
-fn parse_report(cursor: &mut Cursor) -> Result<Command, String> {
-    let (mut dirs, mut json, mut per_rank) = (Vec::new(), false, false);
-    while let Some(arg) = cursor.next() {
-        match arg.as_str() {
-            "--json" => {
-                cursor.check_no_value(&arg)?;
-                json = true;
-            }
-            "--ranks" => {
-                cursor.check_no_value(&arg)?;
-                per_rank = true;
-            }
-            option if option.starts_with('-') => {
-                return Err(format!("report does not take {option}"));
-            }
-            _ => dirs.push(PathBuf::from(arg)),
+/// `NAME=VALUE` of a variable the ranks get; the engine, the mode and the report have their
+/// own options.
+fn setting(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;
+    match name {
+        "MATCHSHIM_ENGINE" => Err("give the engine with --engine (compare: --engines)".into()),
+        "MATCHSHIM_COLL" => Err("give the collective mode with --coll".into()),
+        "MATCHSHIM_TAKEOVER" => Err("give the takeover mode with --takeover".into()),
+        "MATCHSHIM_REPORT" => {
+            Err("the command sets MATCHSHIM_REPORT (in the run directory)".into())
         }
+        _ if !KNOWN.contains(&name) => {
+            Err(format!("unknown variable {name}; known: {}", settable()))
+        }
+        _ => Ok((name.to_string(), value.to_string())),
     }
-    if dirs.is_empty() {
-        return Err("report needs a RUN_DIR".into());
-    }
-    Ok(Command::Report {
-        dirs,
-        json,
-        per_rank,
-    })
+}
+
+fn run_examples() -> String {
+    format!(
+        "\
+Examples:
+  matchshim run -n 4 -- ./app ARGS          with mpiexec of the MPI ./app links
+  matchshim run --engine rank -- mpiexec.openmpi --oversubscribe --hostfile hosts -n 8 ./app
+  matchshim run -- srun -N 2 --ntasks-per-node 16 ./app
+  matchshim run --takeover always --set MATCHSHIM_K=4 -- mpirun -np 64 ./app
+
+The ranks get LD_PRELOAD and the MATCHSHIM_* variables from an `env` put right before the program,
+so they arrive whatever the launcher forwards; this command, the shim and the run directory must
+be at the same paths on every node. Engines: {}.",
+        EngineKind::accepted()
+    )
+}
+
+fn compare_examples() -> String {
+    "\
+Examples:
+  matchshim compare -n 4 -- ./app
+  matchshim compare --engines col+pnp,bins --takeover auto,always --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines col+pnp --coll shim,native -n 4 -- ./app
+  matchshim compare --set MATCHSHIM_K=4,16 -- srun -n 64 ./app
+
+Runs the program natively and under every variant (engine x modes x --set values), in rounds, and
+ends with a recommendation: the variant to use, matching's share of the busiest rank's time, the
+gain to expect, and the queues it costs."
+        .to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
-    fn parse_str(line: &str) -> Result<Command, String> {
-        parse(line.split_whitespace().map(String::from).collect())
+    fn parse(line: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("matchshim").chain(line.split_whitespace()))
     }
 
     #[test]
-    fn run_takes_options_then_the_program() {
-        let cmd = parse_str("run --engine=list --mpi openmpi -n 4 -- ./app -n 7 --x").unwrap();
-        let Command::Run {
-            launch,
-            engine,
-            per_rank,
-        } = cmd
-        else {
-            panic!("{cmd:?}")
-        };
-        assert_eq!(engine.as_deref(), Some("list"));
-        assert_eq!(launch.mpi.as_deref(), Some("openmpi"));
-        assert_eq!(launch.ranks, 4);
-        assert_eq!(launch.program, ["./app", "-n", "7", "--x"]);
-        assert!(!per_rank);
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]
-    fn the_program_may_follow_without_separator() {
-        let Command::Run { launch, .. } = parse_str("run -n 2 ./app --flag").unwrap() else {
-            panic!()
-        };
-        assert_eq!(launch.program, ["./app", "--flag"]);
-    }
-
-    #[test]
-    fn compare_splits_engines_and_reads_repeat_and_plot() {
-        let cmd =
-            parse_str("compare --engines list,rank --repeat 3 --plot p.svg -n 2 -- ./a").unwrap();
-        let Command::Compare {
-            engines,
-            repeat,
-            plot,
-            launch,
-        } = cmd
+    fn run_takes_options_then_the_command() {
+        let Command::Run(run) = parse("run --engine=list --mpi openmpi -n 4 -- ./app -n 7 --x")
+            .unwrap()
+            .command
         else {
             panic!()
         };
-        assert_eq!(engines.unwrap(), ["list", "rank"]);
-        assert_eq!((repeat, plot.unwrap()), (3, PathBuf::from("p.svg")));
-        assert_eq!(launch.program, ["./a"]);
+        assert_eq!(run.engine.as_deref(), Some("list"));
+        assert_eq!(run.launch.mpi, Some(Mpi::Openmpi));
+        assert_eq!(run.launch.ranks, Some(4));
+        assert_eq!(run.launch.command, ["./app", "-n", "7", "--x"]);
+        let Command::Run(run) = parse("run -n 2 ./app --flag").unwrap().command else {
+            panic!()
+        };
+        assert_eq!(run.launch.command, ["./app", "--flag"]);
+        let Command::Run(run) = parse("run -- srun -n 2 ./app").unwrap().command else {
+            panic!()
+        };
+        assert_eq!((run.launch.ranks, run.launch.command.len()), (None, 4));
     }
 
     #[test]
-    fn report_takes_dirs_and_flags() {
-        let cmd = parse_str("report --json a b --ranks").unwrap();
-        assert_eq!(
-            cmd,
-            Command::Report {
-                dirs: vec!["a".into(), "b".into()],
-                json: true,
-                per_rank: true
-            }
+    fn compare_splits_lists() {
+        let line = "compare --engines list,rank --coll shim,native --takeover auto,flip:3 \
+                    --set MATCHSHIM_K=4,8 --repeat 5 --plot p.svg --json -n 2 -- ./a";
+        let Command::Compare(c) = parse(line).unwrap().command else {
+            panic!()
+        };
+        assert_eq!(c.engines, ["list", "rank"]);
+        assert_eq!(c.coll, ["shim", "native"]);
+        assert_eq!(c.takeover, ["auto", "flip:3"]);
+        assert_eq!(c.set, [("MATCHSHIM_K".to_string(), "4,8".to_string())]);
+        assert_eq!((c.repeat, c.json), (5, true));
+        assert_eq!(c.launch.command, ["./a"]);
+    }
+
+    #[test]
+    fn bad_values_are_refused_before_anything_runs() {
+        let error = |line: &str| parse(line).unwrap_err().to_string();
+        assert!(error("run --engine fast -n 2 ./a").contains("col+pnp"));
+        assert!(error("compare --engines list,foo -n 2 ./a").contains("'foo'"));
+        assert!(error("run --coll mpi -n 2 ./a").contains("native"));
+        // The shim's parser, word for word.
+        assert!(error("run --takeover flip:0 -n 2 ./a")
+            .contains("MATCHSHIM_TAKEOVER=\"flip:0\" is not valid; accepted values: auto, always"));
+        assert!(error("run -n 0 ./a").contains("0"));
+        assert!(error("compare --repeat 0 -n 2 ./a").contains("0"));
+        assert!(error("run --set MATCHSHIM_FOO=1 -n 2 ./a").contains("MATCHSHIM_THETA"));
+        assert!(error("run --set MATCHSHIM_ENGINE=list -n 2 ./a").contains("--engine"));
+        assert!(error("run --set K -n 2 ./a").contains("NAME=VALUE"));
+        assert!(error("run -n 2").contains("COMMAND"));
+        assert!(error("report").contains("PATH"));
+        assert!(error("frobnicate").contains("frobnicate"));
+    }
+
+    #[test]
+    fn help_lists_engines_modes_and_defaults() {
+        let mut cli = Cli::command();
+        let run = cli.find_subcommand_mut("run").unwrap().render_long_help();
+        let text = run.to_string();
+        for engine in EngineKind::ALL {
+            assert!(text.contains(engine.name()), "{text}");
+        }
+        assert!(
+            text.contains("else col+pnp") && text.contains("else shim"),
+            "{text}"
+        );
+        assert!(
+            text.contains("srun") && text.contains("MATCHSHIM_THETA"),
+            "{text}"
         );
     }
 
     #[test]
-    fn usage_errors_say_what_is_wrong() {
-        assert!(parse_str("run -- ./a").unwrap_err().contains("-n"));
-        assert!(parse_str("run -n 2").unwrap_err().contains("program"));
-        assert!(parse_str("run -n zero ./a")
-            .unwrap_err()
-            .contains("positive"));
-        assert!(parse_str("run --mpi lam -n 2 ./a")
-            .unwrap_err()
-            .contains("mpich or openmpi"));
-        assert!(parse_str("run --engines list -n 2 ./a")
-            .unwrap_err()
-            .contains("--engines"));
-        assert!(parse_str("compare --repeat 0 -n 2 ./a")
-            .unwrap_err()
-            .contains("positive"));
-        assert!(parse_str("report").unwrap_err().contains("RUN_DIR"));
-        assert!(parse_str("report --json=1 d")
-            .unwrap_err()
-            .contains("no value"));
-        assert!(parse_str("frobnicate")
-            .unwrap_err()
-            .contains("unknown command"));
-    }
-
-    #[test]
-    fn rank_wrapper_needs_separator_and_program() {
-        let cmd = parse_str("_rank /d -- env A=1 ./a").unwrap();
-        assert_eq!(
-            cmd,
-            Command::Rank {
-                dir: "/d".into(),
-                program: vec!["env".into(), "A=1".into(), "./a".into()]
-            }
-        );
-        assert!(parse_str("_rank /d --").is_err());
+    fn the_rank_wrapper_needs_a_program() {
+        let Command::Rank { dir, program } = parse("_rank /d -- env A=1 ./a").unwrap().command
+        else {
+            panic!()
+        };
+        assert_eq!((dir, program.len()), (PathBuf::from("/d"), 3));
+        assert!(parse("_rank /d --").is_err());
     }
 }

@@ -1,8 +1,11 @@
-//! `compare`: the program natively and under each engine, R times each, summed up as paper 004
-//! (Ghazimirsaeed et al. 2019, §5) shows it: queue search time speedups over the linked list,
-//! queues allocated against a queue per source, and run time.
+//! `compare`: the program natively and under each variant (an engine and the values of the
+//! other variables), R times each, summed up as paper 004 (Ghazimirsaeed et al. 2019, §5) shows
+//! it (queue search time speedups over the linked list, queues against a queue per source),
+//! with the spread over the runs and a recommendation backed by those numbers.
 
 use crate::reports::{mean, Kind, RankReport};
+use crate::runs::Host;
+use crate::table::duration;
 use matchshim_core::matching::EngineKind;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -34,14 +37,90 @@ pub fn with_references(engines: Vec<String>) -> Vec<String> {
     out
 }
 
-/// One run under an engine: its reports and the whole run's wall time.
+/// One configuration of the shim: an engine and other `MATCHSHIM_*` values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub engine: String,
+    pub settings: Vec<(String, String)>,
+}
+
+impl Variant {
+    /// `col+pnp`, or `col+pnp coll=native k=4` with settings.
+    pub fn label(&self) -> String {
+        let mut label = self.engine.clone();
+        for (name, value) in &self.settings {
+            let short = name.trim_start_matches("MATCHSHIM_").to_lowercase();
+            label.push_str(&format!(" {short}={value}"));
+        }
+        label
+    }
+
+    /// What the ranks get for this variant.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let mut vars = vec![("MATCHSHIM_ENGINE".to_string(), self.engine.clone())];
+        vars.extend(self.settings.iter().cloned());
+        vars
+    }
+}
+
+/// Every engine with every combination of the settings' values, engine by engine.
+pub fn variants(engines: &[String], settings: &[(String, Vec<String>)]) -> Vec<Variant> {
+    let mut combinations: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (name, values) in settings {
+        combinations = combinations
+            .iter()
+            .flat_map(|done| {
+                values.iter().map(move |value| {
+                    let mut next = done.clone();
+                    next.push((name.clone(), value.clone()));
+                    next
+                })
+            })
+            .collect();
+    }
+    engines
+        .iter()
+        .flat_map(|engine| {
+            combinations.iter().map(move |settings| Variant {
+                engine: engine.clone(),
+                settings: settings.clone(),
+            })
+        })
+        .collect()
+}
+
+/// One run under a variant: its reports and the whole run's wall time.
 pub struct Run {
     pub reports: Vec<RankReport>,
     pub wall_ns: u64,
 }
 
+/// A value over the runs.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Spread {
+    pub median: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Spread {
+    pub fn of(values: Vec<u64>) -> Spread {
+        Spread {
+            min: values.iter().copied().min().unwrap_or(0),
+            max: values.iter().copied().max().unwrap_or(0),
+            median: median_u64(values),
+        }
+    }
+
+    /// Every run of `self` below every run of `other`.
+    fn below(&self, other: &Spread) -> bool {
+        self.max < other.min
+    }
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EngineResult {
+    /// The variant's label.
     pub engine: String,
     /// Engine time summed over ranks: point-to-point, collective, all (median over runs).
     pub match_time_ns: [u64; 3],
@@ -50,13 +129,41 @@ pub struct EngineResult {
     /// Baseline time over this engine's time; `None` where either is zero.
     pub speedup: [Option<f64>; 3],
     pub speedup_busiest: [Option<f64>; 3],
+    /// The busiest rank's engine time for all traffic, over the runs.
+    pub busiest: Spread,
+    /// The busiest rank's time from `MPI_Init` to `MPI_Finalize` (median).
+    pub busiest_wall_ns: u64,
+    /// `busiest` over `busiest_wall_ns` (medians).
+    pub matching_share: f64,
     /// Queues allocated per rank: mean and max over ranks (median over runs).
     pub queues_mean: f64,
     pub queues_max: u64,
     pub queues_vs_rank: Option<f64>,
-    pub wall_ns: u64,
-    /// Native wall time over this engine's.
+    /// The whole run, launcher included.
+    pub wall: Spread,
+    /// Native wall time over this one (medians).
     pub wall_speedup: Option<f64>,
+}
+
+/// What to use, and why, from the comparison's own numbers.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Recommendation {
+    /// The variant to use; `None` where the program runs measurably faster without the shim.
+    pub variant: Option<String>,
+    /// The variant the sentences are about (the one to use if the shim is used at all).
+    pub considered: String,
+    /// Its variables.
+    pub vars: Vec<(String, String)>,
+    /// The busiest rank's matching time under the baseline over that rank's time.
+    pub matching_share: f64,
+    /// Matching time `considered` saves the busiest rank against the baseline, and that as a
+    /// share of the rank's time under the baseline.
+    pub saved_ns: i64,
+    pub saved_share: f64,
+    pub wall_vs_native: Option<f64>,
+    pub queues_max: u64,
+    /// The recommendation in sentences, each with its numbers.
+    pub lines: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -65,9 +172,12 @@ pub struct Comparison {
     pub mpi: String,
     pub ranks: usize,
     pub repeat: usize,
-    pub native_wall_ns: u64,
+    pub native_wall: Spread,
     pub busiest_rank: usize,
     pub engines: Vec<EngineResult>,
+    /// Hosts that ran more ranks than they have cores.
+    pub oversubscribed: Vec<Host>,
+    pub recommendation: Recommendation,
 }
 
 fn median_u64(mut v: Vec<u64>) -> u64 {
@@ -92,22 +202,42 @@ fn over(base: f64, this: f64) -> Option<f64> {
     (base > 0.0 && this > 0.0).then(|| base / this)
 }
 
+/// `part` of `whole`; 0 where nothing was measured.
+fn share(part: i64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn percent(share: f64) -> String {
+    if share < 0.1 && share > 0.0 {
+        format!("{:.1} %", share * 100.0)
+    } else {
+        format!("{:.0} %", share * 100.0)
+    }
+}
+
 impl Comparison {
-    /// Sums up the runs of each engine (`runs` must hold the baseline, each with ≥ 1 run).
+    /// Sums up the runs of each variant. `runs` must hold the baseline (the first variant of
+    /// engine `list`), each with ≥ 1 run; `default` is the shim's default engine.
     pub fn new(
         program: Vec<String>,
         mpi: &str,
         ranks: usize,
         native_walls: Vec<u64>,
-        runs: &[(String, Vec<Run>)],
+        runs: &[(Variant, Vec<Run>)],
+        hosts: &[Host],
+        default: &str,
     ) -> Comparison {
         let repeat = native_walls.len();
-        let native_wall_ns = median_u64(native_walls);
-        let base_runs = &runs
+        let native_wall = Spread::of(native_walls);
+        let base_at = runs
             .iter()
-            .find(|(e, _)| e == BASELINE)
-            .expect("baseline runs")
-            .1;
+            .position(|(v, _)| v.engine == BASELINE)
+            .expect("baseline runs");
+        let base_runs = &runs[base_at].1;
         // The busiest rank under the baseline: the most matching time at the median (lowest
         // rank on ties), so every engine is measured on the same rank.
         let busiest_rank = base_runs[0]
@@ -122,6 +252,12 @@ impl Comparison {
             })
             .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
             .map_or(0, |(rank, _)| rank);
+        let busiest_of = |run: &Run, value: fn(&RankReport) -> u64| {
+            run.reports
+                .iter()
+                .find(|r| r.rank == busiest_rank)
+                .map_or(0, value)
+        };
         let times = |runs: &[Run], busiest: bool| -> [u64; 3] {
             Kind::ALL.map(|kind| {
                 median_u64(
@@ -151,37 +287,187 @@ impl Comparison {
         let base = (times(base_runs, false), times(base_runs, true));
         let per_source = runs
             .iter()
-            .find(|(e, _)| e == PER_SOURCE)
+            .find(|(v, _)| v.engine == PER_SOURCE)
             .map(|(_, r)| queues(r).0);
-        let engines = runs
+        let engines: Vec<EngineResult> = runs
             .iter()
-            .map(|(engine, runs)| {
+            .map(|(variant, runs)| {
                 let (all, busiest) = (times(runs, false), times(runs, true));
                 let (queues_mean, queues_max) = queues(runs);
-                let wall_ns = median_u64(runs.iter().map(|r| r.wall_ns).collect());
+                let wall = Spread::of(runs.iter().map(|r| r.wall_ns).collect());
+                let busiest_spread = Spread::of(
+                    runs.iter()
+                        .map(|r| busiest_of(r, |x| x.match_time_ns))
+                        .collect(),
+                );
+                let busiest_wall_ns = median_u64(
+                    runs.iter()
+                        .map(|r| busiest_of(r, |x| x.wall_time_ns))
+                        .collect(),
+                );
                 EngineResult {
-                    engine: engine.clone(),
+                    engine: variant.label(),
                     match_time_ns: all,
                     busiest_match_time_ns: busiest,
                     speedup: [0, 1, 2].map(|i| over(base.0[i] as f64, all[i] as f64)),
                     speedup_busiest: [0, 1, 2].map(|i| over(base.1[i] as f64, busiest[i] as f64)),
+                    busiest: busiest_spread,
+                    busiest_wall_ns,
+                    matching_share: share(busiest_spread.median as i64, busiest_wall_ns),
                     queues_mean,
                     queues_max,
                     queues_vs_rank: per_source.and_then(|q| over(queues_mean, q)),
-                    wall_ns,
-                    wall_speedup: over(native_wall_ns as f64, wall_ns as f64),
+                    wall,
+                    wall_speedup: over(native_wall.median as f64, wall.median as f64),
                 }
             })
             .collect();
+        let oversubscribed: Vec<Host> = hosts
+            .iter()
+            .filter(|h| h.ranks > h.cores)
+            .cloned()
+            .collect();
+        let default_at = runs.iter().position(|(v, _)| v.engine == default);
+        let variants: Vec<&Variant> = runs.iter().map(|(v, _)| v).collect();
+        let recommendation = recommend(
+            &engines,
+            &variants,
+            base_at,
+            default_at,
+            busiest_rank,
+            &native_wall,
+            mpi,
+        );
         Comparison {
             program,
             mpi: mpi.to_string(),
             ranks,
             repeat,
-            native_wall_ns,
+            native_wall,
             busiest_rank,
             engines,
+            oversubscribed,
+            recommendation,
         }
+    }
+}
+
+/// A median with its range, all in the median's unit: `12.1 ms (11.8–13.0)`; without a range
+/// where every run gave the same (one run).
+pub fn with_range(s: &Spread) -> String {
+    let median = duration(s.median);
+    if s.min == s.max {
+        return median;
+    }
+    let unit = median.rsplit(' ').next().unwrap_or("ns");
+    let scale = match unit {
+        "s" => 1e9,
+        "ms" => 1e6,
+        "us" => 1e3,
+        _ => 1.0,
+    };
+    let digits = if scale == 1.0 { 0 } else { 1 };
+    let number = |v: u64| format!("{:.digits$}", v as f64 / scale);
+    format!("{median} ({}–{})", number(s.min), number(s.max))
+}
+
+/// The variant with the least matching time on the busiest rank, unless the shim's default is
+/// within the spread of it (then the default, which needs no setting); the shim as a whole is
+/// measured against native wall time, and native wins where every run under the shim is slower.
+fn recommend(
+    engines: &[EngineResult],
+    variants: &[&Variant],
+    base_at: usize,
+    default_at: Option<usize>,
+    busiest_rank: usize,
+    native: &Spread,
+    mpi: &str,
+) -> Recommendation {
+    let base = &engines[base_at];
+    let best_at = (0..engines.len())
+        .min_by_key(|&i| (engines[i].busiest.median, i))
+        .unwrap_or(base_at);
+    let pick_at = match default_at {
+        Some(d) if !engines[best_at].busiest.below(&engines[d].busiest) => d,
+        _ => best_at,
+    };
+    let pick = &engines[pick_at];
+    let saved_ns = base.busiest.median as i64 - pick.busiest.median as i64;
+    let saved_share = share(saved_ns, base.busiest_wall_ns);
+    let native_wins = native.below(&pick.wall);
+    let mut lines = vec![format!(
+        "matching is {} of rank {busiest_rank}'s time under {} ({} of {})",
+        percent(base.matching_share),
+        base.engine,
+        duration(base.busiest.median),
+        duration(base.busiest_wall_ns)
+    )];
+    if pick_at == base_at {
+        lines.push(format!(
+            "no engine matches measurably faster than {} on this program",
+            base.engine
+        ));
+    } else {
+        lines.push(format!(
+            "{} matches {} faster there: {} instead of {}, saving about {} of that rank's time",
+            pick.engine,
+            crate::table::ratio(over(base.busiest.median as f64, pick.busiest.median as f64)),
+            with_range(&pick.busiest),
+            with_range(&base.busiest),
+            percent(saved_share)
+        ));
+    }
+    if pick_at != best_at {
+        let best = &engines[best_at];
+        lines.push(format!(
+            "{} matched fastest ({}), within the spread of the default {} ({}): keep the default",
+            best.engine,
+            with_range(&best.busiest),
+            pick.engine,
+            with_range(&pick.busiest)
+        ));
+    }
+    let verdict = if native_wins {
+        "slower than native in every run"
+    } else if pick.wall.below(native) {
+        "faster than native in every run"
+    } else {
+        "within the spread of native"
+    };
+    lines.push(format!(
+        "whole run under {}: {} against native {}'s {}, {verdict}",
+        pick.engine,
+        with_range(&pick.wall),
+        mpi,
+        with_range(native),
+    ));
+    let reference = |name: &str| {
+        engines
+            .iter()
+            .find(|e| e.engine == name)
+            .map(|e| format!("{name} {}", e.queues_max))
+    };
+    let references: Vec<String> = [BASELINE, PER_SOURCE]
+        .into_iter()
+        .filter(|name| *name != pick.engine)
+        .filter_map(reference)
+        .collect();
+    lines.push(format!(
+        "memory: {} allocates up to {} queues per rank ({})",
+        pick.engine,
+        pick.queues_max,
+        references.join(", ")
+    ));
+    Recommendation {
+        variant: (!native_wins).then(|| pick.engine.clone()),
+        considered: pick.engine.clone(),
+        vars: variants[pick_at].vars(),
+        matching_share: base.matching_share,
+        saved_ns,
+        saved_share,
+        wall_vs_native: pick.wall_speedup,
+        queues_max: pick.queues_max,
+        lines,
     }
 }
 
@@ -234,6 +520,13 @@ pub mod tests {
     use super::*;
     use crate::reports::tests::{line, reports};
 
+    fn variant(engine: &str) -> Variant {
+        Variant {
+            engine: engine.to_string(),
+            settings: Vec::new(),
+        }
+    }
+
     /// Two ranks; rank 0 does most of the matching.
     pub fn run(
         engine: &str,
@@ -252,10 +545,22 @@ pub mod tests {
         }
     }
 
+    fn compare(runs: Vec<(Variant, Vec<Run>)>, native: Vec<u64>, hosts: &[Host]) -> Comparison {
+        Comparison::new(
+            vec!["./demo".into()],
+            "mpich",
+            2,
+            native,
+            &runs,
+            hosts,
+            "col+pnp",
+        )
+    }
+
     pub fn fixture() -> Comparison {
         let runs = vec![
             (
-                "list".to_string(),
+                variant("list"),
                 vec![
                     run("list", 8000, 1000, 400, 2, 110),
                     run("list", 9000, 1000, 300, 2, 100),
@@ -263,7 +568,7 @@ pub mod tests {
                 ],
             ),
             (
-                "rank".to_string(),
+                variant("rank"),
                 vec![
                     run("rank", 2000, 1000, 100, 6, 90),
                     run("rank", 3000, 2000, 100, 6, 95),
@@ -271,7 +576,7 @@ pub mod tests {
                 ],
             ),
         ];
-        Comparison::new(vec!["./demo".into()], "mpich", 2, vec![100, 80, 90], &runs)
+        compare(runs, vec![100, 80, 90], &[])
     }
 
     #[test]
@@ -284,16 +589,48 @@ pub mod tests {
     }
 
     #[test]
-    fn medians_even_and_odd() {
+    fn variants_cross_engines_with_every_value() {
+        let settings = vec![
+            (
+                "MATCHSHIM_COLL".to_string(),
+                vec!["shim".into(), "native".into()],
+            ),
+            ("MATCHSHIM_K".to_string(), vec!["4".into()]),
+        ];
+        let all = variants(&["list".into(), "col".into()], &settings);
+        let labels: Vec<String> = all.iter().map(Variant::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "list coll=shim k=4",
+                "list coll=native k=4",
+                "col coll=shim k=4",
+                "col coll=native k=4"
+            ]
+        );
+        assert_eq!(all[3].vars()[0], ("MATCHSHIM_ENGINE".into(), "col".into()));
+        assert_eq!(variants(&["list".into()], &[]), [variant("list")]);
+    }
+
+    #[test]
+    fn medians_even_and_odd_and_spreads() {
         assert_eq!(median_u64(vec![5, 1, 3]), 3);
         assert_eq!(median_u64(vec![4, 1, 3, 2]), 2);
         assert_eq!(median_f64(vec![2.0, 1.0]), 1.5);
+        let s = Spread::of(vec![30, 10, 20]);
+        assert_eq!((s.median, s.min, s.max), (20, 10, 30));
+        assert!(Spread::of(vec![1, 2]).below(&s) && !s.below(&Spread::of(vec![25])));
+        assert_eq!(
+            with_range(&Spread::of(vec![12_100_000, 11_800_000, 13_040_000])),
+            "12.10 ms (11.8–13.0)"
+        );
+        assert_eq!(with_range(&Spread::of(vec![1500])), "1.5 us");
     }
 
     #[test]
     fn speedups_are_baseline_medians_over_engine_medians() {
         let c = fixture();
-        assert_eq!((c.repeat, c.native_wall_ns, c.busiest_rank), (3, 90, 0));
+        assert_eq!((c.repeat, c.native_wall.median, c.busiest_rank), (3, 90, 0));
         let list = &c.engines[0];
         assert_eq!(list.match_time_ns, [9000, 300, 9400]); // all: median of per-run sums
         assert_eq!(list.speedup, [Some(1.0), Some(1.0), Some(1.0)]);
@@ -309,36 +646,100 @@ pub mod tests {
             (rank.queues_mean, rank.queues_max, rank.queues_vs_rank),
             (4.0, 6, Some(1.0))
         );
-        assert_eq!(rank.wall_ns, 95);
+        assert_eq!(
+            (rank.wall.median, rank.wall.min, rank.wall.max),
+            (95, 90, 100)
+        );
         assert_eq!(rank.wall_speedup, Some(90.0 / 95.0));
+        // Rank 0 under rank: 2100, 3100, 1100 ns of 5 ms.
+        assert_eq!((rank.busiest.median, rank.busiest.min), (2100, 1100));
+        assert_eq!(rank.busiest_wall_ns, 5_000_000);
+        assert!((rank.matching_share - 2100.0 / 5e6).abs() < 1e-12);
     }
 
     #[test]
     fn no_collective_traffic_gives_no_collective_speedup() {
-        let runs = vec![("list".to_string(), vec![run("list", 10, 10, 0, 2, 5)])];
-        let c = Comparison::new(vec!["a".into()], "mpich", 2, vec![5], &runs);
+        let runs = vec![(variant("list"), vec![run("list", 10, 10, 0, 2, 5)])];
+        let c = compare(runs, vec![5], &[]);
         assert_eq!(c.engines[0].speedup, [Some(1.0), None, Some(1.0)]);
         assert_eq!(c.engines[0].queues_vs_rank, None);
+        assert!(c.recommendation.lines[1].starts_with("no engine matches measurably faster"));
     }
 
     #[test]
-    fn the_table_has_a_row_per_engine_in_order() {
-        let text = crate::table::comparison(&fixture());
-        let lines: Vec<&str> = text.lines().collect();
+    fn the_recommendation_names_the_fastest_variant_with_its_numbers() {
+        let c = fixture();
+        let r = &c.recommendation;
+        assert_eq!(r.variant.as_deref(), Some("rank"));
+        // list: rank 0 matched 8.4 us (median of 8.4, 9.3, 7.2) of 5 ms.
+        assert!((r.matching_share - 8400.0 / 5e6).abs() < 1e-12);
+        assert_eq!(r.saved_ns, 8400 - 2100);
+        assert_eq!(r.queues_max, 6);
         assert_eq!(
-            lines[0],
-            "./demo: 2 ranks, mpich, median of 3 runs; native wall time 90 ns"
+            r.lines[0],
+            "matching is 0.2 % of rank 0's time under list (8.4 us of 5.00 ms)"
         );
+        assert!(r.lines[1].starts_with(
+            "rank matches 4.00x faster there: 2.1 us (1.1–3.1) instead of 8.4 us (7.2–9.3)"
+        ));
+        assert!(r.lines[2].starts_with("whole run under rank: 95 ns (90–100)"));
         assert!(
-            lines[1].starts_with("engine") && lines[1].contains("p2p r0"),
+            r.lines[2].ends_with("within the spread of native"),
             "{}",
-            lines[1]
+            r.lines[2]
         );
-        let rank: Vec<&str> = lines[3].split_whitespace().collect();
-        assert_eq!(rank[0], "rank");
-        assert_eq!(rank[3..6], ["3.00x", "3.00x", "3.03x"]);
-        assert_eq!(rank[6..9], ["4.00x", "3.00x", "4.00x"]);
-        assert_eq!(rank[9..12], ["4.0", "6", "1.00x"]);
-        assert_eq!(rank[12..], ["95", "ns", "0.95x"]);
+        assert_eq!(
+            r.lines[3],
+            "memory: rank allocates up to 6 queues per rank (list 2)"
+        );
+    }
+
+    #[test]
+    fn the_default_stays_unless_another_is_faster_in_every_run() {
+        let runs = |col_pnp: [u64; 2]| {
+            vec![
+                (variant("list"), vec![run("list", 9000, 0, 0, 2, 100)]),
+                (
+                    variant("bins"),
+                    vec![
+                        run("bins", 1000, 0, 0, 9, 100),
+                        run("bins", 1200, 0, 0, 9, 100),
+                    ],
+                ),
+                (
+                    variant("col+pnp"),
+                    col_pnp.map(|t| run("col+pnp", t, 0, 0, 5, 100)).into(),
+                ),
+            ]
+        };
+        let c = compare(runs([1100, 1500]), vec![100], &[]);
+        assert_eq!(c.recommendation.variant.as_deref(), Some("col+pnp"));
+        assert!(c
+            .recommendation
+            .lines
+            .iter()
+            .any(|l| l.ends_with("keep the default")));
+        let c = compare(runs([2000, 2500]), vec![100], &[]);
+        assert_eq!(c.recommendation.variant.as_deref(), Some("bins"));
+    }
+
+    #[test]
+    fn native_wins_where_every_shim_run_is_slower() {
+        let runs = vec![(
+            variant("list"),
+            vec![
+                run("list", 10, 10, 0, 2, 500),
+                run("list", 10, 10, 0, 2, 400),
+            ],
+        )];
+        let hosts = [Host {
+            name: "n1".into(),
+            ranks: 4,
+            cores: 2,
+        }];
+        let c = compare(runs, vec![100, 120], &hosts);
+        assert_eq!(c.recommendation.variant, None);
+        assert!(c.recommendation.lines[2].ends_with("slower than native in every run"));
+        assert_eq!(c.oversubscribed, hosts);
     }
 }

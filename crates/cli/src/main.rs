@@ -1,53 +1,32 @@
 //! `matchshim`: runs MPI programs under the shim, and reports and compares what its engines did.
 
 mod args;
+mod bypass;
 mod compare;
+mod elf;
+mod gpu;
+mod launch;
 mod reports;
 mod runs;
 mod svg;
 mod table;
 
-use args::{Command, Launch};
-use compare::{Comparison, Progress, Run};
+use args::{Cli, Command, CompareArgs, LaunchArgs, ReportArgs, RunArgs};
+use clap::Parser;
+use compare::{Comparison, Progress, Run, Variant};
+use launch::{Launch, Launcher};
 use reports::Summary;
-use runs::{Mpi, Spec};
+use runs::{Mpi, Shim, Spec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let command = match args::parse(std::env::args().skip(1).collect()) {
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("matchshim: {message} (see matchshim --help)");
-            return ExitCode::from(2);
-        }
-    };
-    let result = match command {
-        Command::Run {
-            launch,
-            engine,
-            per_rank,
-        } => run(launch, engine, per_rank),
-        Command::Report {
-            dirs,
-            json,
-            per_rank,
-        } => report(&dirs, json, per_rank),
-        Command::Compare {
-            launch,
-            engines,
-            repeat,
-            plot,
-        } => compare(launch, engines, repeat, plot),
+    let result = match Cli::parse().command {
+        Command::Run(args) => run(args),
+        Command::Report(args) => report(args),
+        Command::Compare(args) => compare(args),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
-        Command::Help => {
-            println!("{}", args::USAGE);
-            Ok(())
-        }
-        Command::Version => {
-            println!("matchshim {}", reports::VERSION);
-            Ok(())
-        }
+        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -58,21 +37,103 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(launch: Launch, engine: Option<String>, per_rank: bool) -> Result<(), String> {
-    let mpi = Mpi::choose(launch.mpi.as_deref())?;
-    runs::check_program(&launch.program[0])?;
-    let lib = runs::find_lib(launch.lib.as_deref(), mpi)?;
-    let label = engine
-        .clone()
-        .or_else(|| std::env::var("MATCHSHIM_ENGINE").ok());
-    let dir = launch
+/// Picks the one MPI that every source names, or says which two disagree.
+fn agree(sources: &[(Option<Mpi>, String)]) -> Result<Option<Mpi>, String> {
+    let named: Vec<&(Option<Mpi>, String)> = sources.iter().filter(|(m, _)| m.is_some()).collect();
+    match named.iter().find(|(m, _)| *m != named[0].0) {
+        Some((other, why)) => Err(format!(
+            "{} {}, but {why} {}",
+            named[0].1,
+            named[0].0.map_or("", Mpi::describe),
+            other.map_or("", Mpi::describe)
+        )),
+        None => Ok(named.first().and_then(|(m, _)| *m)),
+    }
+}
+
+/// The launch command and the program's MPI, checked before anything runs.
+fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
+    let command = &args.command;
+    let given = (args.mpi, "--mpi says".to_string());
+    if let Some(ranks) = args.ranks {
+        if Launcher::detect(&command[0]) != Launcher::Other {
+            return Err(format!(
+                "with -n, COMMAND is the program, but {} is a launcher: leave out -n to give a \
+                 launcher's command line",
+                command[0]
+            ));
+        }
+        let program = runs::check_program(&command[0])?;
+        let links = (runs::mpi_of(&program), format!("{} links", command[0]));
+        let mpi = match agree(&[links, given])? {
+            Some(mpi) => mpi,
+            None => Mpi::first_on_path()?,
+        };
+        if runs::on_path(mpi.launcher()).is_none() {
+            return Err(format!(
+                "no MPI launcher found: {} is not on PATH",
+                mpi.launcher()
+            ));
+        }
+        return Ok((Launch::short(mpi, ranks as usize, command), mpi));
+    }
+    if runs::find_program(&command[0])
+        .and_then(|p| elf::Elf::read(&p).ok().flatten())
+        .is_some_and(|e| e.links_mpi())
+    {
+        return Err(format!(
+            "{} is an MPI program, not a launcher: give -n N to start it with mpiexec, or a \
+             launcher before it (matchshim run -- mpiexec -n 4 {})",
+            command[0], command[0]
+        ));
+    }
+    runs::check_program(&command[0]).map_err(|_| format!("launcher not found: {}", command[0]))?;
+    let launch = Launch::parse(command.clone(), |word| runs::find_program(word).is_some())?;
+    let program = &launch.program()[0];
+    let path = runs::check_program(program)?;
+    let links = (runs::mpi_of(&path), format!("{program} links"));
+    let launcher = (
+        launch.launcher.mpi(),
+        format!("{} is the launcher of", launch.words[0]),
+    );
+    let mpi = agree(&[links, given, launcher])?.ok_or_else(|| {
+        format!(
+            "cannot tell which MPI {program} uses (it links none matchshim knows, and {} is {}): \
+             pass --mpi",
+            launch.words[0],
+            launch.launcher.describe()
+        )
+    })?;
+    Ok((launch, mpi))
+}
+
+fn run(args: RunArgs) -> Result<(), String> {
+    let (launch, mpi) = resolve(&args.launch)?;
+    let lib = runs::find_lib(args.launch.lib.as_deref(), mpi)?;
+    let mut given = args.set;
+    if let Some(engine) = args.engine {
+        given.push(("MATCHSHIM_ENGINE".into(), engine));
+    }
+    if let Some(coll) = args.coll {
+        given.push(("MATCHSHIM_COLL".into(), coll));
+    }
+    if let Some(takeover) = args.takeover {
+        given.push(("MATCHSHIM_TAKEOVER".into(), takeover));
+    }
+    let vars = runs::rank_vars(&given);
+    let engine = runs::check_vars(&vars)?;
+    let dir = args
+        .launch
         .out
-        .unwrap_or_else(|| runs::default_dir(label.as_deref().unwrap_or("default")));
+        .unwrap_or_else(|| runs::default_dir(&engine));
     let spec = Spec {
+        launch: &launch,
         mpi,
-        ranks: launch.ranks,
-        program: &launch.program,
-        shim: Some((&lib, engine.as_deref())),
+        shim: Some(Shim {
+            lib: &lib,
+            vars: &vars,
+            engine: &engine,
+        }),
         dir: &dir,
         quiet: false,
     };
@@ -85,7 +146,7 @@ fn run(launch: Launch, engine: Option<String>, per_rank: bool) -> Result<(), Str
             &dir.display().to_string()
         )
     );
-    if per_rank {
+    if args.per_rank {
         print!("{}", table::per_rank(&outcome.reports));
     }
     Ok(())
@@ -113,9 +174,9 @@ fn runs_in(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(found)
 }
 
-fn report(paths: &[PathBuf], json: bool, per_rank: bool) -> Result<(), String> {
+fn report(args: ReportArgs) -> Result<(), String> {
     let mut out = Vec::new();
-    for path in paths {
+    for path in &args.paths {
         for dir in runs_in(path)? {
             let (meta, reports) = if dir.is_file() {
                 let reports = reports::load(&dir)?;
@@ -149,7 +210,7 @@ fn report(paths: &[PathBuf], json: bool, per_rank: bool) -> Result<(), String> {
             out.push((dir, meta, reports));
         }
     }
-    if json {
+    if args.json {
         let values: Vec<serde_json::Value> = out
             .iter()
             .map(|(dir, meta, reports)| {
@@ -179,45 +240,82 @@ fn report(paths: &[PathBuf], json: bool, per_rank: bool) -> Result<(), String> {
                 &dir.display().to_string()
             )
         );
-        if per_rank {
+        if args.per_rank {
             print!("{}", table::per_rank(reports));
         }
     }
     Ok(())
 }
 
-fn compare(
-    launch: Launch,
-    engines: Option<Vec<String>>,
-    repeat: usize,
-    plot: Option<PathBuf>,
-) -> Result<(), String> {
-    let mpi = Mpi::choose(launch.mpi.as_deref())?;
-    runs::check_program(&launch.program[0])?;
-    let lib = runs::find_lib(launch.lib.as_deref(), mpi)?;
-    let engines = compare::with_references(engines.unwrap_or_else(compare::all_engines));
-    let dir = launch.out.unwrap_or_else(|| runs::default_dir("compare"));
-    let mut progress = Progress::new(repeat * (engines.len() + 1));
+/// Every variant `compare` runs, each checked as the shim will check it.
+fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, String> {
+    let engines = if args.engines.is_empty() {
+        compare::all_engines()
+    } else {
+        args.engines.clone()
+    };
+    let mut settings: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, modes) in [
+        ("MATCHSHIM_COLL", &args.coll),
+        ("MATCHSHIM_TAKEOVER", &args.takeover),
+    ] {
+        if !modes.is_empty() {
+            settings.push((name.into(), modes.clone()));
+        }
+    }
+    for (name, values) in &args.set {
+        settings.push((name.clone(), values.split(',').map(String::from).collect()));
+    }
+    compare::variants(&compare::with_references(engines), &settings)
+        .into_iter()
+        .map(|variant| {
+            let vars = runs::rank_vars(&variant.vars());
+            runs::check_vars(&vars)?;
+            Ok((variant, vars))
+        })
+        .collect()
+}
+
+fn compare(args: CompareArgs) -> Result<(), String> {
+    let (launch, mpi) = resolve(&args.launch)?;
+    let lib = runs::find_lib(args.launch.lib.as_deref(), mpi)?;
+    let variants = compare_variants(&args)?;
+    let repeat = args.repeat as usize;
+    let dir = args
+        .launch
+        .out
+        .clone()
+        .unwrap_or_else(|| runs::default_dir("compare"));
+    let mut progress = Progress::new(repeat * (variants.len() + 1));
     let mut native_walls = Vec::new();
-    let mut results: Vec<(String, Vec<Run>)> =
-        engines.iter().map(|e| (e.clone(), Vec::new())).collect();
-    let mut launch_one = |name: &str, shim: Option<(&Path, Option<&str>)>, r: usize| {
+    let mut hosts = Vec::new();
+    let mut results: Vec<(Variant, Vec<Run>)> = variants
+        .iter()
+        .map(|(v, _)| (v.clone(), Vec::new()))
+        .collect();
+    let mut launch_one = |name: &str, shim: Option<Shim>, r: usize| {
         progress.step(&format!("{name} (run {r} of {repeat})"));
         let spec = Spec {
+            launch: &launch,
             mpi,
-            ranks: launch.ranks,
-            program: &launch.program,
             shim,
-            dir: &dir.join(format!("{name}-{r}")),
+            dir: &dir.join(format!("{}-{r}", name.replace(' ', "_"))),
             quiet: true,
         };
         runs::execute(&spec).map_err(|e| format!("{name}, run {r}: {e}"))
     };
-    // Rounds rather than engine after engine, so a slow spell of the machine hits all alike.
+    // Rounds rather than variant after variant, so a slow spell of the machine hits all alike.
     let outcome = (1..=repeat).try_for_each(|r| {
-        native_walls.push(launch_one("native", None, r)?.meta.wall_time_ns);
-        for (engine, runs) in results.iter_mut() {
-            let outcome = launch_one(engine, Some((&lib, Some(engine))), r)?;
+        let native = launch_one("native", None, r)?;
+        native_walls.push(native.meta.wall_time_ns);
+        hosts = native.hosts;
+        for ((variant, vars), (_, runs)) in variants.iter().zip(results.iter_mut()) {
+            let shim = Shim {
+                lib: &lib,
+                vars,
+                engine: &variant.engine,
+            };
+            let outcome = launch_one(&variant.label(), Some(shim), r)?;
             runs.push(Run {
                 reports: outcome.reports,
                 wall_ns: outcome.meta.wall_time_ns,
@@ -227,22 +325,31 @@ fn compare(
     });
     progress.finish();
     outcome?;
+    let ranks = results[0].1[0].reports.len();
     let comparison = Comparison::new(
-        launch.program.clone(),
+        launch.program().to_vec(),
         mpi.name(),
-        launch.ranks,
+        ranks,
         native_walls,
         &results,
+        &hosts,
+        args::defaults().engine.name(),
     );
-    let summary = serde_json::to_string_pretty(&comparison).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("compare.json"), summary + "\n")
+    let json = serde_json::to_string_pretty(&comparison).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(dir.join("compare.json"), &json)
         .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
-    print!("{}", table::comparison(&comparison));
-    println!("runs kept in {}", dir.display());
-    if let Some(plot) = plot {
+    if args.json {
+        print!("{json}");
+    } else {
+        print!("{}", table::comparison(&comparison));
+        println!("runs kept in {}", dir.display());
+    }
+    if let Some(plot) = args.plot {
         std::fs::write(&plot, svg::plot(&comparison))
             .map_err(|e| format!("cannot write {}: {e}", plot.display()))?;
-        println!("plot: {}", plot.display());
+        if !args.json {
+            println!("plot: {}", plot.display());
+        }
     }
     Ok(())
 }

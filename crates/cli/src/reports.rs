@@ -281,6 +281,9 @@ pub mod tests {
             unexpected_left: rank as u64,
             coll: "shim".to_string(),
             collectives: BTreeMap::new(),
+            takeover: "auto".to_string(),
+            comms: Vec::new(),
+            gpu: None,
         }
         .to_line()
     }

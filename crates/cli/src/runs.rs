@@ -2,8 +2,13 @@
 //! directory: `meta.json`, `report.jsonl` (one line per rank) and each rank's exit status and
 //! stderr (`rank-N.exit`, `rank-N.stderr`, written by the `_rank` wrapper around every rank).
 
+use crate::bypass;
+use crate::elf::Elf;
+use crate::launch::Launch;
 use crate::reports::{self, RankReport, VERSION};
+use matchshim_core::config::Config;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -15,13 +20,15 @@ use std::time::Instant;
 const LIB_VAR: &str = "MATCHSHIM_LIB";
 /// Kept from the ranks, whose shim refuses `MATCHSHIM_*` names it does not know.
 const NOT_FOR_RANKS: [&str; 1] = [LIB_VAR];
+/// Set by the command for every run.
+const REPORT_VAR: &str = "MATCHSHIM_REPORT";
 const REPORT: &str = "report.jsonl";
 const META: &str = "meta.json";
 /// Launcher output when a run's output is kept rather than shown.
 const OUTPUT: &str = "output.log";
 const TAIL_LINES: usize = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Mpi {
     Mpich,
@@ -36,54 +43,38 @@ impl Mpi {
         }
     }
 
-    fn launcher(self) -> &'static str {
+    pub fn launcher(self) -> &'static str {
         match self {
             Mpi::Mpich => "mpiexec.mpich",
             Mpi::Openmpi => "mpiexec.openmpi",
         }
     }
 
-    /// The default build of the shim for this MPI, inside the repository at `root`.
-    fn default_lib(self, root: &Path) -> PathBuf {
+    pub fn describe(self) -> &'static str {
         match self {
-            Mpi::Mpich => root.join("target/release/libmatchshim.so"),
-            Mpi::Openmpi => root.join("target/openmpi/release/libmatchshim.so"),
+            Mpi::Mpich => "MPICH",
+            Mpi::Openmpi => "Open MPI",
         }
     }
 
+    /// Builds the shim for this MPI in its own target directory, keeping the other's.
     fn build_hint(self) -> &'static str {
         match self {
-            Mpi::Mpich => "cargo build --release",
+            Mpi::Mpich => "MPICC=mpicc.mpich cargo build --release",
             Mpi::Openmpi => {
                 "MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release"
             }
         }
     }
 
-    /// `--mpi` if given, else the first MPI whose launcher is on PATH.
-    pub fn choose(name: Option<&str>) -> Result<Mpi, String> {
-        match name {
-            Some("mpich") => Mpi::Mpich.check(),
-            Some("openmpi") => Mpi::Openmpi.check(),
-            Some(other) => Err(format!("unknown MPI {other:?} (mpich, openmpi)")),
-            None => [Mpi::Mpich, Mpi::Openmpi]
-                .into_iter()
-                .find(|m| on_path(m.launcher()).is_some())
-                .ok_or_else(|| {
-                    "no MPI launcher found: neither mpiexec.mpich nor mpiexec.openmpi is on PATH"
-                        .into()
-                }),
-        }
-    }
-
-    fn check(self) -> Result<Mpi, String> {
-        match on_path(self.launcher()) {
-            Some(_) => Ok(self),
-            None => Err(format!(
-                "no MPI launcher found: {} is not on PATH",
-                self.launcher()
-            )),
-        }
+    /// The first MPI whose launcher is on PATH.
+    pub fn first_on_path() -> Result<Mpi, String> {
+        [Mpi::Mpich, Mpi::Openmpi]
+            .into_iter()
+            .find(|m| on_path(m.launcher()).is_some())
+            .ok_or_else(|| {
+                "no MPI launcher found: neither mpiexec.mpich nor mpiexec.openmpi is on PATH".into()
+            })
     }
 }
 
@@ -92,7 +83,7 @@ fn is_executable(path: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub fn on_path(program: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
         .map(|d| d.join(program))
@@ -100,61 +91,131 @@ fn on_path(program: &str) -> Option<PathBuf> {
 }
 
 /// The program as the launcher will find it: a path, or a name on PATH.
-pub fn check_program(program: &str) -> Result<(), String> {
-    let found = if program.contains('/') {
-        let path = Path::new(program);
-        if path.is_file() && !is_executable(path) {
-            return Err(format!("program is not executable: {program}"));
-        }
-        is_executable(path)
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| is_executable(p))
     } else {
-        on_path(program).is_some()
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(format!("program not found: {program}"))
+        on_path(program)
     }
 }
 
-/// The repository this executable was built in (it holds the shim's default builds).
-fn repo_root() -> PathBuf {
-    let is_repo = |d: &Path| d.join("Cargo.toml").is_file() && d.join("ci/engines").is_file();
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.ancestors().find(|d| is_repo(d)).map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+pub fn check_program(program: &str) -> Result<PathBuf, String> {
+    let path = Path::new(program);
+    if program.contains('/') && path.is_file() && !is_executable(path) {
+        return Err(format!("program is not executable: {program}"));
+    }
+    find_program(program).ok_or_else(|| format!("program not found: {program}"))
 }
 
-/// `--lib`, else `MATCHSHIM_LIB`, else the repository's build for `mpi`.
-pub fn find_lib(given: Option<&Path>, mpi: Mpi) -> Result<PathBuf, String> {
-    let (lib, from) = match (given, std::env::var_os(LIB_VAR)) {
-        (Some(lib), _) => (lib.to_path_buf(), "--lib"),
-        (None, Some(lib)) if !lib.is_empty() => (PathBuf::from(lib), LIB_VAR),
-        _ => (mpi.default_lib(&repo_root()), ""),
+/// The MPI a program or a shim library links, if its ELF file says.
+pub fn mpi_of(path: &Path) -> Option<Mpi> {
+    Elf::read(path).ok().flatten()?.mpi()
+}
+
+/// Where the shim for `mpi` may be, in order: installed beside this command
+/// (`PREFIX/bin/matchshim`, `PREFIX/lib/matchshim/MPI/`), in the build directory that holds it,
+/// and in the build tree around it (`target/`, `target/openmpi/`, `target/mpich/`).
+fn lib_candidates(exe: &Path, mpi: Mpi) -> Vec<PathBuf> {
+    const LIB: &str = "libmatchshim.so";
+    let Some(dir) = exe.parent() else {
+        return Vec::new();
     };
-    if lib.is_file() {
+    let mut candidates = vec![
+        dir.join("../lib/matchshim").join(mpi.name()).join(LIB),
+        dir.join(LIB),
+    ];
+    let is_repo = |d: &Path| d.join("Cargo.toml").is_file() && d.join("ci/engines").is_file();
+    if let Some(root) = exe.ancestors().find(|d| is_repo(d)) {
+        for target in ["target", "target/openmpi", "target/mpich"] {
+            candidates.push(root.join(target).join("release").join(LIB));
+        }
+    }
+    candidates
+}
+
+/// `--lib`, else `MATCHSHIM_LIB`, else the first build for `mpi` among `lib_candidates`. A
+/// library built for the other MPI is refused before anything runs.
+pub fn find_lib(given: Option<&Path>, mpi: Mpi) -> Result<PathBuf, String> {
+    let named = match (given, std::env::var_os(LIB_VAR)) {
+        (Some(lib), _) => Some((lib.to_path_buf(), "--lib")),
+        (None, Some(lib)) if !lib.is_empty() => Some((PathBuf::from(lib), LIB_VAR)),
+        _ => None,
+    };
+    if let Some((lib, from)) = named {
+        if !lib.is_file() {
+            return Err(format!(
+                "shim library not found: {} (from {from})",
+                lib.display()
+            ));
+        }
+        if let Some(built) = mpi_of(&lib).filter(|m| *m != mpi) {
+            return Err(format!(
+                "{} (from {from}) was built for {}, but the program uses {}",
+                lib.display(),
+                built.describe(),
+                mpi.describe()
+            ));
+        }
         return std::path::absolute(&lib).map_err(|e| format!("{}: {e}", lib.display()));
     }
-    Err(if from.is_empty() {
-        format!(
-            "no shim library for {} at {}: build it with `{}`, or pass --lib",
-            mpi.name(),
-            lib.display(),
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let candidates = lib_candidates(&exe, mpi);
+    match candidates
+        .iter()
+        .find(|lib| lib.is_file() && mpi_of(lib) == Some(mpi))
+    {
+        Some(lib) => std::fs::canonicalize(lib).map_err(|e| format!("{}: {e}", lib.display())),
+        None => Err(format!(
+            "no shim library for {} (looked for {}): install both MPIs' with              `ci/install.sh --prefix DIR` and run DIR/bin/matchshim, or build this one with `{}`,              or pass --lib",
+            mpi.describe(),
+            candidates
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             mpi.build_hint()
-        )
-    } else {
-        format!("shim library not found: {} (from {from})", lib.display())
-    })
+        )),
+    }
+}
+
+/// Variables for the ranks, by name and value.
+pub type Vars = Vec<(String, String)>;
+
+/// The variables the ranks get besides `MATCHSHIM_REPORT`: the caller's `MATCHSHIM_*` ones,
+/// overridden by `given`.
+pub fn rank_vars(given: &[(String, String)]) -> Vars {
+    let mut vars: BTreeMap<String, String> = std::env::vars()
+        .filter(|(name, _)| {
+            name.starts_with("MATCHSHIM_")
+                && !NOT_FOR_RANKS.contains(&name.as_str())
+                && name != REPORT_VAR
+        })
+        .collect();
+    vars.extend(given.iter().cloned());
+    vars.into_iter().collect()
+}
+
+/// Checks `vars` as the shim will at `MPI_Init`, with its own parser, and returns the engine
+/// it will use.
+pub fn check_vars(vars: &[(String, String)]) -> Result<String, String> {
+    let report = (REPORT_VAR.to_string(), REPORT.to_string());
+    Config::from_vars(vars.iter().cloned().chain([report])).map(|c| c.engine.name().to_string())
 }
 
 /// What `meta.json` records about a run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
     pub matchshim: String,
+    /// The program and its arguments.
     pub command: Vec<String>,
+    /// The launcher and its options.
+    #[serde(default)]
+    pub launcher: Vec<String>,
     /// `null` for a native run.
     pub engine: Option<String>,
+    /// The `MATCHSHIM_*` variables the ranks got (besides the report's path).
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
     pub mpi: Mpi,
     pub ranks: usize,
     pub lib: Option<PathBuf>,
@@ -163,16 +224,32 @@ pub struct Meta {
     pub exit_code: i32,
 }
 
+/// The shim as one run uses it.
+pub struct Shim<'a> {
+    pub lib: &'a Path,
+    /// What the ranks get (`rank_vars`), checked with `check_vars`.
+    pub vars: &'a [(String, String)],
+    /// The engine those variables choose.
+    pub engine: &'a str,
+}
+
 /// One launch of a program.
 pub struct Spec<'a> {
+    pub launch: &'a Launch,
     pub mpi: Mpi,
-    pub ranks: usize,
-    pub program: &'a [String],
-    /// Under the shim: its library and the engine (`None`: the shim's default).
-    pub shim: Option<(&'a Path, Option<&'a str>)>,
+    /// `None`: a native run.
+    pub shim: Option<Shim<'a>>,
     pub dir: &'a Path,
     /// Keep the program's and launcher's output in the run directory instead of showing it.
     pub quiet: bool,
+}
+
+/// Ranks and cores of one host, as the rank wrappers saw them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Host {
+    pub name: String,
+    pub ranks: usize,
+    pub cores: usize,
 }
 
 /// A run that went through.
@@ -180,41 +257,35 @@ pub struct Outcome {
     pub meta: Meta,
     /// Every rank's report, sorted by rank (empty for a native run).
     pub reports: Vec<RankReport>,
+    pub hosts: Vec<Host>,
 }
 
 /// Runs `spec` and checks that every rank exited cleanly and, under the shim, reported.
 pub fn execute(spec: &Spec) -> Result<Outcome, String> {
     let dir = prepare_dir(spec.dir)?;
-    let mut cmd = Command::new(spec.mpi.launcher());
-    if spec.mpi == Mpi::Openmpi {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            cmd.arg("--allow-run-as-root");
-        }
-        cmd.arg("--oversubscribe");
-    }
+    let launch = spec.launch;
     let wrapper =
         std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    cmd.arg("-n")
-        .arg(spec.ranks.to_string())
+    let mut cmd = Command::new(&launch.words[0]);
+    cmd.args(&launch.launcher_words()[1..])
         .arg(wrapper)
         .arg("_rank")
         .arg(&dir)
         .arg("--");
-    if let Some((lib, engine)) = spec.shim {
-        // `env` inside the command reaches the ranks whatever the launcher forwards, and
+    if let Some(shim) = &spec.shim {
+        // `env` in front of the program reaches the ranks whatever the launcher forwards, and
         // leaves the wrapper itself without the shim.
         let preload = match std::env::var("LD_PRELOAD") {
-            Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
-            _ => lib.display().to_string(),
+            Ok(old) if !old.is_empty() => format!("{}:{old}", shim.lib.display()),
+            _ => shim.lib.display().to_string(),
         };
         cmd.arg("env").arg(format!("LD_PRELOAD={preload}"));
-        if let Some(engine) = engine {
-            cmd.arg(format!("MATCHSHIM_ENGINE={engine}"));
+        for (name, value) in shim.vars {
+            cmd.arg(format!("{name}={value}"));
         }
-        cmd.arg(format!("MATCHSHIM_REPORT={}", dir.join(REPORT).display()));
+        cmd.arg(format!("{REPORT_VAR}={}", dir.join(REPORT).display()));
     }
-    cmd.args(spec.program);
+    cmd.args(launch.program());
     for name in NOT_FOR_RANKS {
         cmd.env_remove(name);
     }
@@ -228,54 +299,90 @@ pub fn execute(spec: &Spec) -> Result<Outcome, String> {
     let clock = Instant::now();
     let status = cmd
         .status()
-        .map_err(|e| format!("cannot start {}: {e}", spec.mpi.launcher()))?;
+        .map_err(|e| format!("cannot start {}: {e}", launch.words[0]))?;
     let wall_time_ns = clock.elapsed().as_nanos() as u64;
     let exit_code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let meta = Meta {
+    let exits = rank_exits(&dir);
+    let reports = match &spec.shim {
+        Some(_) if dir.join(REPORT).exists() => reports::load(&dir.join(REPORT))?,
+        _ => Vec::new(),
+    };
+    let ranks = launch
+        .ranks
+        .or(reports.first().map(|r| r.size))
+        .unwrap_or(exits.len());
+    let mut meta = Meta {
         matchshim: VERSION.to_string(),
-        command: spec.program.to_vec(),
-        engine: spec.shim.and_then(|(_, e)| e.map(String::from)),
+        command: launch.program().to_vec(),
+        launcher: launch.launcher_words().to_vec(),
+        engine: spec.shim.as_ref().map(|s| s.engine.to_string()),
+        vars: spec
+            .shim
+            .as_ref()
+            .map(|s| s.vars.iter().cloned().collect())
+            .unwrap_or_default(),
         mpi: spec.mpi,
-        ranks: spec.ranks,
-        lib: spec.shim.map(|(lib, _)| lib.to_path_buf()),
+        ranks,
+        lib: spec.shim.as_ref().map(|s| s.lib.to_path_buf()),
         started,
         wall_time_ns,
         exit_code,
     };
     write_json(&dir.join(META), &meta)?;
-    if let Some(crash) = crashed_rank(&dir, spec.ranks) {
+    if let Some(crash) = crashed_rank(&dir, &exits) {
         return Err(crash);
     }
+    let missing = spec
+        .shim
+        .as_ref()
+        .and_then(|shim| check_reports(&dir, &reports, ranks, launch, shim.lib).err());
     if exit_code != 0 {
-        let mut message = format!("{} exited with code {exit_code}", spec.mpi.launcher());
+        let mut message = format!("{} exited with code {exit_code}", launch.words[0]);
         // A launcher may fail a job whose ranks skipped MPI_Finalize, or may not: say why
         // either way.
-        if spec.shim.is_some() {
-            if let Err(missing) = load_reports(&dir, spec.ranks) {
-                message.push_str(&format!("; {missing}"));
-            }
+        if let Some(missing) = missing {
+            message.push_str(&format!("; {missing}"));
         }
         if spec.quiet {
             message.push_str(&format!("; {}", tail(&dir.join(OUTPUT))));
         }
         return Err(message);
     }
-    if spec.shim.is_none() {
-        return Ok(Outcome {
-            meta,
-            reports: Vec::new(),
-        });
+    if let Some(missing) = missing {
+        return Err(missing);
     }
-    let reports = load_reports(&dir, spec.ranks)?;
-    let mut meta = meta;
-    if meta.engine.is_none() {
-        // The shim chose (its default, or MATCHSHIM_ENGINE from the environment).
-        meta.engine = reports.first().map(|r| r.engine.clone());
+    if let Some(first) = reports.first() {
+        // The shim's own word on the engine (the same as `check_vars` said).
+        meta.engine = Some(first.engine.clone());
         write_json(&dir.join(META), &meta)?;
     }
-    Ok(Outcome { meta, reports })
+    Ok(Outcome {
+        meta,
+        reports,
+        hosts: hosts(&exits),
+    })
+}
+
+/// Every rank reported, or why not.
+fn check_reports(
+    dir: &Path,
+    reports: &[RankReport],
+    ranks: usize,
+    launch: &Launch,
+    lib: &Path,
+) -> Result<(), String> {
+    if reports.is_empty() {
+        let program = &launch.program()[0];
+        return Err(bypass::explain(
+            &dir.join(REPORT),
+            program,
+            find_program(program).as_deref(),
+            lib,
+        ));
+    }
+    reports::check_complete(reports, ranks, &dir.join(REPORT))
 }
 
 /// Creates the run directory and clears what an earlier run there left.
@@ -325,11 +432,16 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// How one rank ended, as its wrapper recorded it.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
+/// How one rank ended, and where it ran, as its wrapper recorded it.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 struct RankExit {
     code: Option<i32>,
     signal: Option<i32>,
+    #[serde(default)]
+    host: Option<String>,
+    /// Cores online on that host.
+    #[serde(default)]
+    cores: Option<usize>,
 }
 
 impl RankExit {
@@ -368,19 +480,53 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The rank that failed first (one not merely killed in the cleanup), described in one line.
-fn crashed_rank(dir: &Path, ranks: usize) -> Option<String> {
-    let exits: Vec<(usize, RankExit)> = (0..ranks)
-        .filter_map(|r| {
-            let text = std::fs::read_to_string(dir.join(format!("rank-{r}.exit"))).ok()?;
-            Some((r, serde_json::from_str(&text).ok()?))
+/// The `rank-N.exit` files of a run directory, by rank.
+fn rank_exits(dir: &Path) -> Vec<(usize, RankExit)> {
+    let mut exits: Vec<(usize, RankExit)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let rank = name
+                .strip_prefix("rank-")?
+                .strip_suffix(".exit")?
+                .parse()
+                .ok()?;
+            let text = std::fs::read_to_string(entry.path()).ok()?;
+            Some((rank, serde_json::from_str(&text).ok()?))
         })
-        .filter(|(_, e): &(usize, RankExit)| e.failed())
         .collect();
-    let (rank, exit) = exits
+    exits.sort_by_key(|(rank, _)| *rank);
+    exits
+}
+
+/// Ranks per host, hosts in the order of their first rank.
+fn hosts(exits: &[(usize, RankExit)]) -> Vec<Host> {
+    let mut hosts: Vec<Host> = Vec::new();
+    for (_, exit) in exits {
+        let (Some(name), Some(cores)) = (&exit.host, exit.cores) else {
+            continue;
+        };
+        match hosts.iter_mut().find(|h| &h.name == name) {
+            Some(host) => host.ranks += 1,
+            None => hosts.push(Host {
+                name: name.clone(),
+                ranks: 1,
+                cores,
+            }),
+        }
+    }
+    hosts
+}
+
+/// The rank that failed first (one not merely killed in the cleanup), described in one line.
+fn crashed_rank(dir: &Path, exits: &[(usize, RankExit)]) -> Option<String> {
+    let failed: Vec<&(usize, RankExit)> = exits.iter().filter(|(_, e)| e.failed()).collect();
+    let (rank, exit) = failed
         .iter()
         .find(|(_, e)| !e.collateral())
-        .or(exits.first())?;
+        .or(failed.first())?;
     Some(format!(
         "rank {rank} {}; {} (all of it: {})",
         exit.describe(),
@@ -416,10 +562,16 @@ fn tail(path: &Path) -> String {
 /// `_rank DIR -- PROGRAM…`: runs one rank's process, copies its stderr to `rank-N.stderr` while
 /// passing it on, and records how it ended in `rank-N.exit`; then ends the same way.
 pub fn rank_wrapper(dir: &Path, program: &[String]) -> ExitCode {
-    let rank = ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok())
-        .unwrap_or_else(|| "unknown".into());
+    let rank = [
+        "PMI_RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+        "PALS_RANKID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok())
+    .unwrap_or_else(|| "unknown".into());
     let mut log = std::fs::File::create(dir.join(format!("rank-{rank}.stderr"))).ok();
     let mut cmd = Command::new(&program[0]);
     cmd.args(&program[1..]).stderr(Stdio::piped());
@@ -431,7 +583,7 @@ pub fn rank_wrapper(dir: &Path, program: &[String]) -> ExitCode {
             Ok(())
         });
     }
-    let exit = match cmd.spawn() {
+    let mut exit = match cmd.spawn() {
         Ok(mut child) => {
             if let Some(mut err) = child.stderr.take() {
                 let mut buf = [0u8; 8192];
@@ -446,11 +598,9 @@ pub fn rank_wrapper(dir: &Path, program: &[String]) -> ExitCode {
                 Ok(status) => RankExit {
                     code: status.code(),
                     signal: status.signal(),
+                    ..RankExit::default()
                 },
-                Err(_) => RankExit {
-                    code: None,
-                    signal: None,
-                },
+                Err(_) => RankExit::default(),
             }
         }
         Err(e) => {
@@ -461,10 +611,11 @@ pub fn rank_wrapper(dir: &Path, program: &[String]) -> ExitCode {
             }
             RankExit {
                 code: Some(127),
-                signal: None,
+                ..RankExit::default()
             }
         }
     };
+    (exit.host, exit.cores) = (hostname(), online_cores());
     let _ = write_json(&dir.join(format!("rank-{rank}.exit")), &exit);
     if let Some(sig) = exit.signal {
         // End by the same signal so the launcher reports what really happened.
@@ -475,6 +626,23 @@ pub fn rank_wrapper(dir: &Path, program: &[String]) -> ExitCode {
         }
     }
     ExitCode::from(exit.code.map_or(1, |c| c.clamp(0, 255) as u8))
+}
+
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into the buffer.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Some(String::from_utf8_lossy(&buf[..len]).into_owned())
+}
+
+/// Cores online on this host (not the few a launcher may have bound the rank to).
+pub fn online_cores() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0)
 }
 
 /// Local time as `2025-01-31T12:00:00` (`iso`) or `20250131-120000` (for directory names).
@@ -522,13 +690,18 @@ mod tests {
     fn a_crash_names_the_first_real_failure_and_its_stderr() {
         let dir = scratch("crash");
         let exit = |code: Option<i32>, signal: Option<i32>| {
-            serde_json::to_string(&RankExit { code, signal }).unwrap()
+            serde_json::to_string(&RankExit {
+                code,
+                signal,
+                ..RankExit::default()
+            })
+            .unwrap()
         };
         std::fs::write(dir.join("rank-0.exit"), exit(None, Some(libc::SIGKILL))).unwrap();
         std::fs::write(dir.join("rank-1.exit"), exit(None, Some(libc::SIGSEGV))).unwrap();
         std::fs::write(dir.join("rank-2.exit"), exit(Some(0), None)).unwrap();
         std::fs::write(dir.join("rank-1.stderr"), "a\nb\n\nc\nd\n").unwrap();
-        let message = crashed_rank(&dir, 3).unwrap();
+        let message = crashed_rank(&dir, &rank_exits(&dir)).unwrap();
         assert!(
             message.starts_with(
                 "rank 1 was killed by signal 11 (SIGSEGV); its stderr ended: b | c | d"
@@ -536,12 +709,34 @@ mod tests {
             "{message}"
         );
         std::fs::write(dir.join("rank-1.exit"), exit(Some(0), None)).unwrap();
-        assert!(crashed_rank(&dir, 3)
+        assert!(crashed_rank(&dir, &rank_exits(&dir))
             .unwrap()
             .starts_with("rank 0 was killed by signal 9 (SIGKILL); its stderr is empty"));
         std::fs::write(dir.join("rank-0.exit"), exit(Some(0), None)).unwrap();
-        assert_eq!(crashed_rank(&dir, 3), None);
+        assert_eq!(crashed_rank(&dir, &rank_exits(&dir)), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ranks_are_counted_per_host() {
+        let on = |host: &str| RankExit {
+            code: Some(0),
+            host: Some(host.to_string()),
+            cores: Some(2),
+            ..RankExit::default()
+        };
+        let exits = vec![
+            (0, on("a")),
+            (1, on("b")),
+            (2, on("a")),
+            (3, RankExit::default()),
+        ];
+        let host = |name: &str, ranks| Host {
+            name: name.to_string(),
+            ranks,
+            cores: 2,
+        };
+        assert_eq!(hosts(&exits), [host("a", 2), host("b", 1)]);
     }
 
     #[test]
@@ -567,7 +762,7 @@ mod tests {
 
     #[test]
     fn programs_are_found_as_the_launcher_would() {
-        assert!(check_program("sh").is_ok());
+        assert!(check_program("sh").unwrap().ends_with("sh"));
         assert_eq!(
             check_program("./no-such-app").unwrap_err(),
             "program not found: ./no-such-app"
@@ -586,6 +781,18 @@ mod tests {
         assert_eq!(
             err,
             "shim library not found: /nonexistent/lib.so (from --lib)"
+        );
+    }
+
+    #[test]
+    fn an_installed_command_looks_in_its_prefix_first() {
+        let candidates = lib_candidates(Path::new("/opt/ms/bin/matchshim"), Mpi::Openmpi);
+        assert_eq!(
+            candidates,
+            [
+                Path::new("/opt/ms/bin/../lib/matchshim/openmpi/libmatchshim.so"),
+                Path::new("/opt/ms/bin/libmatchshim.so")
+            ]
         );
     }
 

@@ -1,6 +1,6 @@
 //! Plain-text tables for the terminal.
 
-use crate::compare::Comparison;
+use crate::compare::{with_range, Comparison};
 use crate::reports::{Kind, RankReport, Search, Summary};
 use crate::runs::Meta;
 
@@ -203,64 +203,80 @@ pub fn per_rank(reports: &[RankReport]) -> String {
     render(&header, &rows)
 }
 
-/// The view of Ghazimirsaeed et al. 2019 (paper 004): search time speedups over `list`, queues
-/// against `rank`, wall time.
+/// The comparison: per variant the busiest rank's matching (median and range over runs),
+/// speedup over `list`, share of that rank's time, whole-run wall time against native, queues;
+/// then warnings and the recommendation.
 pub fn comparison(c: &Comparison) -> String {
+    let runs = if c.repeat == 1 { "run" } else { "runs" };
     let mut out = format!(
-        "{}: {} ranks, {}, median of {} run{}; native wall time {}\n",
+        "{}: {} ranks, {}, {} {runs} of each: median (min–max)\n",
         c.program.join(" "),
         c.ranks,
         c.mpi,
         c.repeat,
-        if c.repeat == 1 { "" } else { "s" },
-        duration(c.native_wall_ns),
     );
-    let at = |k: &str| format!("{k} r{}", c.busiest_rank);
-    let (p, q, a) = (at("p2p"), at("coll"), at("all"));
+    let matching = format!("matching r{}", c.busiest_rank);
     let header = [
-        "engine",
-        "match time",
-        "p2p",
-        "coll",
-        "all",
-        p.as_str(),
-        q.as_str(),
-        a.as_str(),
-        "queues mean",
-        "max",
-        "vs rank",
+        "variant",
+        matching.as_str(),
+        "vs list",
+        "share",
         "wall",
         "vs native",
+        "queues",
     ];
-    let rows: Vec<Vec<String>> = c
-        .engines
-        .iter()
-        .map(|e| {
-            vec![
-                e.engine.clone(),
-                duration(e.match_time_ns[2]),
-                ratio(e.speedup[0]),
-                ratio(e.speedup[1]),
-                ratio(e.speedup[2]),
-                ratio(e.speedup_busiest[0]),
-                ratio(e.speedup_busiest[1]),
-                ratio(e.speedup_busiest[2]),
-                format!("{:.1}", e.queues_mean),
-                e.queues_max.to_string(),
-                ratio(e.queues_vs_rank),
-                duration(e.wall_ns),
-                ratio(e.wall_speedup),
-            ]
-        })
-        .collect();
+    let mut rows = vec![vec![
+        "native".to_string(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        with_range(&c.native_wall),
+        "1.00x".into(),
+        "-".into(),
+    ]];
+    rows.extend(c.engines.iter().map(|e| {
+        vec![
+            e.engine.clone(),
+            with_range(&e.busiest),
+            ratio(e.speedup_busiest[2]),
+            format!("{:.1} %", e.matching_share * 100.0),
+            with_range(&e.wall),
+            ratio(e.wall_speedup),
+            e.queues_max.to_string(),
+        ]
+    }));
     out.push_str(&render(&header, &rows));
     out.push_str(&format!(
-        "p2p/coll/all: queue search time speedup over list (engine time summed over ranks; \
-         r{0}: rank {0}, the busiest under list)\n\
-         queues: allocated per rank (mean, max over ranks), vs rank: their mean over rank's \
-         (Open MPI-like); wall: whole run, vs native: native time over this\n",
+        "matching r{0}: engine time of rank {0}, the busiest under list; share: of that rank's \
+         time in MPI; vs list, vs native: times faster (median); wall: the whole run; queues: \
+         the most one rank allocated\n",
         c.busiest_rank
     ));
+    for host in &c.oversubscribed {
+        out.push_str(&format!(
+            "warning: {} ran {} ranks on {} cores: a waiting rank of native MPI spins where the \
+             shim yields, so wall times against native favour the shim\n",
+            host.name, host.ranks, host.cores
+        ));
+    }
+    let r = &c.recommendation;
+    match &r.variant {
+        Some(variant) => {
+            let vars: Vec<String> = r.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            out.push_str(&format!(
+                "\nrecommendation: {variant} ({})\n",
+                vars.join(" ")
+            ));
+        }
+        None => out.push_str(&format!(
+            "\nrecommendation: run without the shim (under {}, its best here, every run was \
+             slower than native)\n",
+            r.considered
+        )),
+    }
+    for line in &r.lines {
+        out.push_str(&format!("  - {line}\n"));
+    }
     out
 }
 
@@ -330,6 +346,57 @@ mod tests {
         assert!(lines[4].starts_with("all "));
         assert!(text.contains("queues allocated per rank: mean 3.5, max 5 (rank 0), rank 0 5"));
         assert!(text.contains("0 posted receives, 1 unexpected messages"));
+    }
+
+    #[test]
+    fn comparison_has_native_a_row_per_variant_and_the_recommendation() {
+        let mut c = crate::compare::tests::fixture();
+        c.oversubscribed = vec![crate::runs::Host {
+            name: "n1".into(),
+            ranks: 4,
+            cores: 2,
+        }];
+        let text = comparison(&c);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "./demo: 2 ranks, mpich, 3 runs of each: median (min–max)"
+        );
+        assert!(lines[1].starts_with("variant") && lines[1].contains("matching r0"));
+        let cells = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
+        assert_eq!(
+            cells(2),
+            [
+                "native",
+                "-",
+                "-",
+                "-",
+                "90",
+                "ns",
+                "(80–100)",
+                "1.00x",
+                "-"
+            ]
+        );
+        assert_eq!(
+            cells(4),
+            [
+                "rank",
+                "2.1",
+                "us",
+                "(1.1–3.1)",
+                "4.00x",
+                "0.0",
+                "%",
+                "95",
+                "ns",
+                "(90–100)",
+                "0.95x",
+                "6"
+            ]
+        );
+        assert!(text.contains("warning: n1 ran 4 ranks on 2 cores"));
+        assert!(text.contains("\nrecommendation: rank (MATCHSHIM_ENGINE=rank)\n  - matching is "));
     }
 
     #[test]

@@ -85,9 +85,18 @@ fn setup() -> Option<(&'static Setup, MutexGuard<'static, ()>)> {
     }
 }
 
+/// `setup` where the command's own shim is MPICH's (tests whose programs are built for MPICH).
+fn mpich_setup() -> Option<(&'static Setup, MutexGuard<'static, ()>)> {
+    setup().filter(|_| mpi() == "mpich")
+}
+
+/// Runs the command; its ranks match every message in the shim (the demo's queues are short,
+/// so under the default `auto` MPI would match them and the engine counters checked here
+/// would stay empty).
 fn matchshim(args: &[&str]) -> Output {
     Command::new(EXE)
         .args(args)
+        .env("MATCHSHIM_TAKEOVER", "always")
         .output()
         .expect("run matchshim")
 }
@@ -185,6 +194,14 @@ fn run_keeps_the_reports_and_report_sums_them() {
     assert_eq!(summary["engine"], "list");
     assert_eq!(json["meta"]["exit_code"].as_i64(), Some(0));
 
+    // The report file alone, as a hand-made run with MATCHSHIM_REPORT leaves it.
+    let out = matchshim(&["report", dir.join("report.jsonl").to_str().unwrap()]);
+    assert!(
+        text(&out.stdout).contains("report.jsonl: engine list"),
+        "{}",
+        text(&out.stderr)
+    );
+
     let out = matchshim(&["report", "--ranks", dir.to_str().unwrap()]);
     let table = text(&out.stdout);
     assert!(
@@ -205,7 +222,7 @@ fn run_keeps_the_reports_and_report_sums_them() {
 }
 
 #[test]
-fn compare_prints_speedups_over_list_and_plots_them() {
+fn compare_recommends_from_its_numbers_and_plots_them() {
     let Some((s, _job)) = setup() else { return };
     let dir = s.tmp.join("compare");
     let plot = s.tmp.join("compare.svg");
@@ -213,6 +230,8 @@ fn compare_prints_speedups_over_list_and_plots_them() {
         "compare",
         "--engines",
         "rank",
+        "--repeat",
+        "2",
         "--mpi",
         mpi(),
         "--lib",
@@ -229,33 +248,31 @@ fn compare_prints_speedups_over_list_and_plots_them() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("native (run 1 of 1)") && stderr.contains("2/3 rank (run 1 of 1)"),
+        stderr.contains("native (run 1 of 2)") && stderr.contains("5/6 rank (run 2 of 2)"),
         "{stderr}"
     );
     assert!(
         !stdout.contains("checksum"),
         "the program's output is kept in the run directories"
     );
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    let list = rows
-        .iter()
-        .find(|r| r.first() == Some(&"list"))
-        .expect("a list row");
-    let rank = rows
-        .iter()
-        .find(|r| r.first() == Some(&"rank"))
-        .expect("a rank row");
-    // engine, match time (2 words), p2p, coll, all: list is the baseline, rank is measured.
-    // The demo's MPI_Reduce runs through the shim, so collective elements are matched too.
-    assert_eq!(
-        (list[3], list[4], list[5]),
-        ("1.00x", "1.00x", "1.00x"),
+    let row = |name: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row: {stdout}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    // variant, matching (median, unit, range), vs list: list is the baseline.
+    assert_eq!(row("list")[4], "1.00x", "{stdout}");
+    assert!(row("rank")[4].ends_with('x'), "{stdout}");
+    assert_eq!(row("native")[1], "-", "{stdout}");
+    assert!(stdout.contains("\nrecommendation: "), "{stdout}");
+    assert!(
+        stdout.contains("  - matching is ") && stdout.contains("  - memory: "),
         "{stdout}"
     );
-    assert!(rank[3].ends_with('x') && rank[4].ends_with('x'), "{stdout}");
 
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap()).unwrap();
@@ -266,8 +283,13 @@ fn compare_prints_speedups_over_list_and_plots_them() {
         .map(|e| e["engine"].as_str().unwrap())
         .collect();
     assert_eq!(engines, ["list", "rank"]);
-    assert!(summary["native_wall_ns"].as_u64().unwrap() > 0);
-    for run in ["native-1", "list-1", "rank-1"] {
+    let native = &summary["native_wall"];
+    assert!(native["min"].as_u64().unwrap() <= native["median"].as_u64().unwrap());
+    assert!(native["median"].as_u64().unwrap() <= native["max"].as_u64().unwrap());
+    let recommendation = &summary["recommendation"];
+    assert!(recommendation["matching_share"].as_f64().unwrap() > 0.0);
+    assert!(recommendation["lines"].as_array().unwrap().len() >= 4);
+    for run in ["native-2", "list-1", "rank-2"] {
         assert!(dir.join(run).join("meta.json").is_file(), "{run}");
     }
     let svg = std::fs::read_to_string(&plot).unwrap();
@@ -275,7 +297,61 @@ fn compare_prints_speedups_over_list_and_plots_them() {
 
     // report over a compare directory: a table per run under the shim.
     let out = matchshim(&["report", dir.to_str().unwrap()]);
-    assert_eq!(text(&out.stdout).matches("engine ").count(), 2);
+    assert_eq!(text(&out.stdout).matches("engine ").count(), 4);
+}
+
+#[test]
+fn compare_json_is_for_scripts() {
+    let Some((s, _job)) = setup() else { return };
+    let dir = s.tmp.join("compare-json");
+    let out = matchshim(&[
+        "compare",
+        "--engines",
+        "list",
+        "--coll",
+        "shim,native",
+        "--takeover",
+        "always,auto",
+        "--repeat",
+        "1",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+        "-n",
+        "2",
+        "--",
+        s.demo.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let labels: Vec<&str> = json["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels[..4],
+        [
+            "list coll=shim takeover=always",
+            "list coll=shim takeover=auto",
+            "list coll=native takeover=always",
+            "list coll=native takeover=auto"
+        ]
+    );
+    assert_eq!(
+        (labels.len(), labels[7]),
+        (8, "rank coll=native takeover=auto")
+    );
+    // Under MATCHSHIM_COLL=native the demo's reduce goes to MPI: no collective elements.
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("list_coll=native_takeover=always-1/meta.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["vars"]["MATCHSHIM_COLL"], "native");
+    assert_eq!(meta["vars"]["MATCHSHIM_TAKEOVER"], "always");
+    assert_eq!(json["engines"][2]["match_time_ns"][1].as_u64(), Some(0));
+    assert!(json["engines"][0]["match_time_ns"][1].as_u64().unwrap() > 0);
 }
 
 #[test]
@@ -306,13 +382,9 @@ fn failures_end_in_one_clear_line() {
     let no_finalize = compile(no_finalize.to_str().unwrap(), "nofinalize", &s.tmp);
     let err = error_line(&run_under_shim(s, "list", "nofinalize", &no_finalize));
     assert!(
-        err.contains("no rank wrote a report") && err.contains("call MPI_Finalize"),
-        "{err}"
-    );
-
-    let err = error_line(&run_under_shim(s, "no-such-engine", "badengine", &s.demo));
-    assert!(
-        err.contains("MATCHSHIM_ENGINE=\"no-such-engine\" is not valid"),
+        err.contains("no rank wrote a report")
+            && err.contains("the shim started in MPI_Init")
+            && err.contains("nofinalize never calls MPI_Finalize"),
         "{err}"
     );
 
@@ -324,9 +396,344 @@ fn failures_end_in_one_clear_line() {
     );
 
     let out = Command::new(EXE)
-        .args(["run", "-n", "2", "--", "true"])
+        .args(["run", "-n", "2", "--", "/bin/true"])
         .env("PATH", "/nonexistent")
         .output()
         .unwrap();
     assert!(error_line(&out).contains("no MPI launcher found"));
+}
+
+#[test]
+fn every_sub_command_has_help() {
+    for sub in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["report", "--help"],
+        &["compare", "--help"],
+    ] {
+        let out = matchshim(sub);
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{sub:?}: {}", text(&out.stderr));
+        assert!(help.contains("Usage: matchshim"), "{sub:?}: {help}");
+    }
+    let run = text(&matchshim(&["run", "--help"]).stdout);
+    for want in [
+        "col+pnp",
+        "bins",
+        "[default: MATCHSHIM_ENGINE if set, else col+pnp]",
+        "srun",
+    ] {
+        assert!(run.contains(want), "run --help lacks {want}: {run}");
+    }
+    let compare = text(&matchshim(&["compare", "--help"]).stdout);
+    assert!(
+        compare.contains("[default: 3]") && compare.contains("--json"),
+        "{compare}"
+    );
+}
+
+/// A command that must fail before anything runs: no run directory appears.
+fn refused_before_running(args: &[&str], env: &[(&str, &str)], want: &str) {
+    let out_dir = std::env::temp_dir().join(format!("matchshim-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let mut all = vec![args[0], "--out", out_dir.to_str().unwrap()];
+    all.extend(&args[1..]);
+    let out = Command::new(EXE)
+        .args(&all)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{all:?} ran");
+    assert!(stderr.contains(want), "{all:?}: {stderr}");
+    assert!(!out_dir.exists(), "{all:?} started runs");
+}
+
+#[test]
+fn every_value_is_checked_before_anything_runs() {
+    let Some((s, _job)) = setup() else { return };
+    let demo = s.demo.to_str().unwrap();
+    let mismatch = format!("{demo} links MPICH, but --mpi says Open MPI");
+    // Options before `-n 2 demo`, the environment, what the error says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 6] = [
+        (&["run", "--engine", "bogus"], &[], "col+pnp"),
+        (&["compare", "--engines", "list,foo"], &[], "'foo'"),
+        // The shim's own parser: the same message the ranks would stop with.
+        (
+            &["run", "--set", "MATCHSHIM_K=0"],
+            &[],
+            "MATCHSHIM_K=\"0\" is not valid; accepted values: a positive integer",
+        ),
+        (
+            &["compare", "--set", "MATCHSHIM_THETA=8,x"],
+            &[],
+            "MATCHSHIM_THETA=\"x\" is not valid",
+        ),
+        (
+            &["run"],
+            &[("MATCHSHIM_VERBOSE", "yes")],
+            "MATCHSHIM_VERBOSE=\"yes\" is not valid",
+        ),
+        (&["run", "--mpi", "openmpi"], &[], &mismatch),
+    ];
+    for (options, env, want) in cases {
+        let mut args = options.to_vec();
+        args.extend(["-n", "2", demo]);
+        refused_before_running(&args, env, want);
+    }
+}
+
+/// The demo under `launcher…` (a whole launch command) with the shim the command finds itself.
+fn run_with_launcher(
+    s: &Setup,
+    name: &str,
+    launcher: &[&str],
+    program: &Path,
+) -> (Output, PathBuf) {
+    let out = s.tmp.join(format!("launch-{name}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut args = vec![
+        "run",
+        "--engine",
+        "rank",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(launcher);
+    args.push(program.to_str().unwrap());
+    (matchshim(&args), out)
+}
+
+fn meta(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn any_launcher_with_its_options() {
+    let Some((s, _job)) = mpich_setup() else {
+        return;
+    };
+    let (out, dir) = run_with_launcher(
+        s,
+        "hydra",
+        &[
+            "mpiexec.mpich",
+            "-genv",
+            "DEMO_UNUSED",
+            "1",
+            "-np",
+            "2",
+            "-prepend-rank",
+        ],
+        &s.demo,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("engine rank, mpich, 2 ranks"));
+    let m = meta(&dir);
+    assert_eq!(m["launcher"][2], "DEMO_UNUSED");
+    assert_eq!(m["ranks"], 2);
+
+    // Open MPI: the command picks the Open MPI build of the shim from the program it runs.
+    let open_lib = Path::new(EXE)
+        .parent()
+        .unwrap()
+        .join("../openmpi/release/libmatchshim.so");
+    if !on_path("mpicc.openmpi") || !open_lib.is_file() {
+        eprintln!("note: no Open MPI build of the shim; skipping its launcher test");
+        return;
+    }
+    let demo = s.tmp.join("demo-openmpi");
+    let status = Command::new("mpicc.openmpi")
+        .args(["-O2", "-Wno-stringop-overflow"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../ld-preload-tests/demo.c"
+        ))
+        .arg("-o")
+        .arg(&demo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let launcher = [
+        "mpiexec.openmpi",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--mca",
+        "btl",
+        "self,vader",
+        "-x",
+        "DEMO_UNUSED=1",
+        "-n",
+        "3",
+    ];
+    let (out, dir) = run_with_launcher(s, "openmpi", &launcher, &demo);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("engine rank, openmpi, 3 ranks"));
+    let m = meta(&dir);
+    assert_eq!(m["mpi"], "openmpi");
+    assert!(m["lib"]
+        .as_str()
+        .unwrap()
+        .ends_with("openmpi/release/libmatchshim.so"));
+
+    // The MPICH launcher cannot start an Open MPI program: said before anything runs.
+    let (out, _) = run_with_launcher(s, "mismatch", &["mpiexec.mpich", "-n", "2"], &demo);
+    assert!(
+        text(&out.stderr).contains("links Open MPI, but mpiexec.mpich is the launcher of MPICH"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn srun_gets_its_options_and_the_wrapped_program() {
+    let Some((s, _job)) = mpich_setup() else {
+        return;
+    };
+    // A stand-in for Slurm's srun: it records what it got and runs it with hydra.
+    let bin = s.tmp.join("fake-slurm");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = s.tmp.join("srun-args");
+    let srun = bin.join("srun");
+    std::fs::write(
+        &srun,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\nshift 6\nexec mpiexec.mpich -n 2 \"$@\"\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&srun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out_dir = s.tmp.join("launch-srun");
+    let out = Command::new(EXE)
+        .args([
+            "run",
+            "--set",
+            "MATCHSHIM_K=4",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .args([
+            "--",
+            "srun",
+            "-N",
+            "1",
+            "--ntasks",
+            "2",
+            "-l",
+            "--cpu-bind=none",
+        ])
+        .arg(&s.demo)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let got: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        got[..6],
+        ["-N", "1", "--ntasks", "2", "-l", "--cpu-bind=none"]
+    );
+    // Then the rank wrapper, and `env` with the shim's variables right before the program.
+    assert!(
+        got[6].ends_with("/matchshim") && got[7] == "_rank" && got[9] == "--",
+        "{got:?}"
+    );
+    let env = got.iter().position(|w| w == "env").unwrap();
+    assert!(got[env + 1].starts_with("LD_PRELOAD=") && got[env + 1].ends_with("libmatchshim.so"));
+    assert!(got.contains(&"MATCHSHIM_K=4".to_string()), "{got:?}");
+    assert_eq!(got.last().unwrap(), s.demo.to_str().unwrap());
+    let m = meta(&out_dir);
+    assert_eq!(
+        (m["ranks"].as_u64(), m["mpi"].as_str()),
+        (Some(2), Some("mpich"))
+    );
+}
+
+#[test]
+fn programs_that_bypass_the_shim_are_named() {
+    let Some((s, _job)) = mpich_setup() else {
+        return;
+    };
+    // MPICH linked in statically (its own dependencies stay shared).
+    let source = s.tmp.join("init.c");
+    std::fs::write(
+        &source,
+        "#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); return 0; }\n",
+    )
+    .unwrap();
+    let program = s.tmp.join("static-mpi");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "gcc {} -I/usr/include/x86_64-linux-gnu/mpich \
+             /usr/lib/x86_64-linux-gnu/libmpich.a -o {} $(pkg-config --libs --static mpich)",
+            source.display(),
+            program.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success(), "cannot link MPICH statically");
+    let err = error_line(&run_under_shim(s, "list", "static", &program));
+    assert!(
+        err.contains("static-mpi contains MPI itself (it defines PMPI_Init"),
+        "{err}"
+    );
+
+    let err = error_line(&run_under_shim(s, "list", "nompi", Path::new("/bin/true")));
+    assert!(
+        err.contains("/bin/true neither links an MPI library nor imports MPI_Init"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gpu_says_what_it_found_and_ptx_needs_nvrtc() {
+    let out = matchshim(&["gpu"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("CUDA driver"), "{stdout}");
+    assert!(stdout.contains("NVRTC"), "{stdout}");
+    let path = stdout.lines().last().unwrap_or_default();
+    assert!(
+        path.starts_with("gpu engine: cpu path (") || path.starts_with("gpu engine: device path ("),
+        "{stdout}"
+    );
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptx");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = matchshim(&["gpu", "--ptx", dir.to_str().unwrap()]);
+    if stdout.contains("no NVRTC") {
+        assert!(error_line(&out).contains("cannot compile the kernels: no NVRTC"));
+        assert!(!dir.exists());
+    } else {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        for sm in ["sm_70", "sm_80", "sm_90"] {
+            let ptx = std::fs::read_to_string(dir.join(format!("matchshim_kernels.{sm}.ptx")));
+            assert!(ptx.unwrap().contains(&format!(".target {sm}")));
+        }
+    }
+}
+
+#[test]
+fn a_run_under_gpu_records_its_path() {
+    let Some((s, _job)) = setup() else { return };
+    let out = run_under_shim(s, "gpu", "gpu", &s.demo);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = std::fs::read_to_string(s.tmp.join("run-gpu/report.jsonl")).unwrap();
+    for line in lines.lines() {
+        let report: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(report["engine"], "gpu");
+        let path = report["gpu"]["path"].as_str().unwrap();
+        assert!(path == "cpu" || path == "device", "{line}");
+        assert!(
+            !report["gpu"]["detail"].as_str().unwrap().is_empty(),
+            "{line}"
+        );
+    }
 }

@@ -73,6 +73,46 @@ impl Collective {
     }
 }
 
+/// Who matched one communicator's messages on one rank, and for how long.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct CommReport {
+    /// The communicator's number on this rank, in the order the shim first saw them.
+    pub id: u64,
+    pub size: usize,
+    /// Switches between MPI's matching and the shim's.
+    pub switches: u64,
+    /// While MPI matched: the time, and the receives posted to MPI.
+    pub delegated_time_ns: u64,
+    pub delegated_receives: u64,
+    /// While the shim matched: the time, and the matches its engine made.
+    pub takeover_time_ns: u64,
+    pub takeover_matches: u64,
+    /// The MPI-4 assertions its info makes (`mpi_assert_*` keys set to true).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<String>,
+}
+
+impl CommReport {
+    /// Adds another communicator's counters (for totals).
+    pub fn add(&mut self, other: &CommReport) {
+        self.switches += other.switches;
+        self.delegated_time_ns += other.delegated_time_ns;
+        self.delegated_receives += other.delegated_receives;
+        self.takeover_time_ns += other.takeover_time_ns;
+        self.takeover_matches += other.takeover_matches;
+    }
+}
+
+/// Where the `gpu` engine matched on one rank.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Offload {
+    /// `device` (kernels on an NVIDIA GPU for big bursts and long scans) or `cpu`.
+    pub path: String,
+    /// The device, or why there is none.
+    pub detail: String,
+    pub kernel_launches: u64,
+}
+
 /// One rank's report. Fields a reader does not know are ignored, so later versions may add some.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct RankReport {
@@ -98,6 +138,15 @@ pub struct RankReport {
     /// Per collective the shim ran, by name.
     #[serde(default)]
     pub collectives: BTreeMap<String, Collective>,
+    /// `MATCHSHIM_TAKEOVER` of the run: `auto`, `always` or `flip:N`.
+    #[serde(default)]
+    pub takeover: String,
+    /// Every communicator that had traffic, with who matched it.
+    #[serde(default)]
+    pub comms: Vec<CommReport>,
+    /// The `gpu` engine's path; absent for the other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<Offload>,
 }
 
 impl RankReport {
@@ -186,6 +235,18 @@ mod tests {
             unexpected_left: 1,
             coll: "shim".to_string(),
             collectives,
+            takeover: "auto".to_string(),
+            comms: vec![CommReport {
+                id: 0,
+                size: 2,
+                switches: 3,
+                delegated_time_ns: 400,
+                delegated_receives: 9,
+                takeover_time_ns: 600,
+                takeover_matches: 2,
+                assertions: vec!["mpi_assert_no_any_source".to_string()],
+            }],
+            gpu: None,
         }
     }
 
@@ -203,10 +264,28 @@ mod tests {
         let mut value: serde_json::Value = serde_json::from_str(&sample().to_line()).unwrap();
         let object = value.as_object_mut().unwrap();
         object.remove("collectives");
+        assert!(
+            object.get("gpu").is_none(),
+            "absent unless the engine is gpu"
+        );
         object.insert("added_later".into(), serde_json::json!({"x": 1}));
         let back = parse_lines(&value.to_string(), Path::new("r")).unwrap();
-        assert!(back[0].collectives.is_empty());
+        assert!(back[0].collectives.is_empty() && back[0].gpu.is_none());
         assert_eq!(back[0].engine, "col+pnp");
+    }
+
+    #[test]
+    fn gpu_path_reads_back() {
+        let report = RankReport {
+            gpu: Some(Offload {
+                path: "cpu".to_string(),
+                detail: "no CUDA driver".to_string(),
+                kernel_launches: 0,
+            }),
+            ..sample()
+        };
+        let back = parse_lines(&report.to_line(), Path::new("r")).unwrap();
+        assert_eq!(back, vec![report]);
     }
 
     #[test]

@@ -11,9 +11,18 @@ const struct ms_abi ms_abi = {
     .packed = MPI_PACKED,
     .datatype_null = MPI_DATATYPE_NULL,
     .uint64 = MPI_UINT64_T,
+    .int_ = MPI_INT,
     .op_sum = MPI_SUM,
     .op_max = MPI_MAX,
+    .op_min = MPI_MIN,
     .errors_return = MPI_ERRORS_RETURN,
+    .errors_are_fatal = MPI_ERRORS_ARE_FATAL,
+#ifdef MPI_ERRORS_ABORT
+    .errors_abort = MPI_ERRORS_ABORT,
+#else
+    .errors_abort = MPI_ERRORS_ARE_FATAL,
+#endif
+    .info_null = MPI_INFO_NULL,
     .status_ignore = MPI_STATUS_IGNORE,
     .statuses_ignore = MPI_STATUSES_IGNORE,
     .in_place = MPI_IN_PLACE,
@@ -41,4 +50,14 @@ const struct ms_abi ms_abi = {
     .thread_single = MPI_THREAD_SINGLE,
     .thread_multiple = MPI_THREAD_MULTIPLE,
     .combiner_named = MPI_COMBINER_NAMED,
+    .max_error_string = MPI_MAX_ERROR_STRING,
+    .max_info_val = MPI_MAX_INFO_VAL,
 };
+
+int *ms_unweighted(void) { return MPI_UNWEIGHTED; }
+int *ms_weights_empty(void) { return MPI_WEIGHTS_EMPTY; }
+
+#define MS_DEFINE(Handle, Prefix, name) \
+    MPI_##Handle ms_##name##_f2c(MPI_Fint handle) { return MPI_##Prefix##_f2c(handle); } \
+    MPI_Fint ms_##name##_c2f(MPI_##Handle handle) { return MPI_##Prefix##_c2f(handle); }
+MS_CONVERSIONS(MS_DEFINE)

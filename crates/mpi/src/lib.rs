@@ -37,6 +37,9 @@ impl<T> HandleKey for *mut T {
     }
 }
 
+/// Fortran's `INTEGER`, as the MPI's Fortran bindings pass it.
+pub type Fint = ms_fint;
+
 /// The `MPI_Count` type the large-count (`_c`) functions take.
 pub type Count = MPI_Count;
 

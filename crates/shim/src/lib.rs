@@ -7,7 +7,15 @@
 
 mod coll;
 mod intercept;
+mod mpi;
 mod runtime;
 
 use matchshim_core::{config, matching, report};
 use matchshim_mpi as ffi;
+
+/// Prints one line to stderr in one write: a launcher that merges the ranks' output may put
+/// another rank's text between the separate writes of `eprintln!`.
+pub(crate) fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}

@@ -7,10 +7,12 @@
 //! Every engine implements [`MatchEngine`]; the unified engines (`col+pnp`, `col+list`,
 //! `list+pnp`) are two engines joined by [`Split`].
 
+mod assertions;
 mod batch;
 mod bins;
 mod col;
 mod fuzzy;
+pub mod gpu;
 mod list;
 mod pnp;
 mod rank;
@@ -21,6 +23,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
+pub use assertions::Assertions;
 pub use batch::BatchEngine;
 pub use list::ListEngine;
 pub use rank::RankEngine;
@@ -301,6 +304,8 @@ pub enum EngineKind {
     /// One list per side in blocks of 32 hashed 16-bit keys, compared 32 at a time and then
     /// verified (Open MPI's `custommatch`).
     Fuzzy,
+    /// Hash tables on the CPU, scan and lookup kernels on an NVIDIA GPU for big bursts.
+    Gpu,
 }
 
 impl EngineKind {
@@ -316,6 +321,7 @@ impl EngineKind {
         EngineKind::ListPnp,
         EngineKind::Batch,
         EngineKind::Fuzzy,
+        EngineKind::Gpu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -331,6 +337,7 @@ impl EngineKind {
             EngineKind::ListPnp => "list+pnp",
             EngineKind::Batch => "batch",
             EngineKind::Fuzzy => "fuzzy",
+            EngineKind::Gpu => "gpu",
         }
     }
 
@@ -369,6 +376,8 @@ pub struct EngineParams {
     /// The vector width of fingerprint scans and votes; one this CPU lacks gets the widest it
     /// has.
     pub simd: Simd,
+    /// What the communicator's info asserts.
+    pub assertions: Assertions,
 }
 
 impl Default for EngineParams {
@@ -383,6 +392,7 @@ impl Default for EngineParams {
             adaptive_depth: 16,
             adaptive_window: 64,
             simd: Simd::detect(),
+            assertions: Assertions::default(),
         }
     }
 }
@@ -400,7 +410,48 @@ pub(super) fn queue_budget(k: usize, comm_size: usize) -> usize {
     (k as f64 * (comm_size as f64).sqrt()) as usize
 }
 
+/// An engine chosen at run time is an engine too (a part of [`Split`]).
+impl MatchEngine for Box<dyn MatchEngine> {
+    #[inline]
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        (**self).post(want, recv)
+    }
+    #[inline]
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        (**self).arrive(env, msg)
+    }
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
+        (**self).arrive_burst(msgs, matched)
+    }
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        (**self).probe(want, remove)
+    }
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        (**self).cancel(recv)
+    }
+    fn queued(&self) -> (usize, usize) {
+        (**self).queued()
+    }
+    fn stats(&self) -> &EngineStats {
+        (**self).stats()
+    }
+}
+
+/// The engine `kind` for a communicator with `params`. Where the communicator asserts that no
+/// receive uses a wildcard, its point-to-point traffic goes to hash bins instead (`asserted`):
+/// one bin of about one element per search, where a list walks its whole queue.
 pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
+    let engine = engine_of_kind(kind, params);
+    // Bins need no help; the gpu engine reads the assertions itself.
+    let own_hash = matches!(kind, EngineKind::Bins | EngineKind::Gpu);
+    if params.assertions.no_wildcards() && !own_hash {
+        Box::new(Split::new(bins::Bins::new(params.bins), engine))
+    } else {
+        engine
+    }
+}
+
+fn engine_of_kind(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
     let simd = params.simd.usable();
     let pnp = || pnp::Pnp::new(params);
     let col = || col::Col::new(params, simd);
@@ -416,5 +467,6 @@ pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEng
         EngineKind::ListPnp => Box::new(Split::new(pnp(), ListEngine::new())),
         EngineKind::Batch => Box::new(BatchEngine::new(simd)),
         EngineKind::Fuzzy => Box::new(fuzzy::Fuzzy::new(simd)),
+        EngineKind::Gpu => gpu::build(params),
     }
 }

@@ -339,6 +339,7 @@ fn small_params() -> impl Strategy<Value = EngineParams> {
                 adaptive_depth,
                 adaptive_window,
                 simd: Simd::detect(),
+                assertions: Assertions::default(),
             },
         )
 }
@@ -400,7 +401,8 @@ proptest! {
 
 #[test]
 fn every_name_parses_back() {
-    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, fuzzy";
+    let names =
+        "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, fuzzy, gpu";
     assert_eq!(EngineKind::accepted(), names);
     for &kind in EngineKind::ALL {
         assert_eq!(EngineKind::parse(kind.name()), Some(kind));
@@ -521,4 +523,54 @@ fn small_cases_cross_the_thresholds() {
         crossed.iter().all(|&count| count >= 50),
         "cases past a threshold: {crossed:?}"
     );
+}
+
+/// No wildcards asserted: receives and messages meet by exact key, in order within a key.
+fn asserting(params: EngineParams) -> EngineParams {
+    EngineParams {
+        assertions: Assertions {
+            no_any_source: true,
+            no_any_tag: true,
+            allow_overtaking: false,
+        },
+        ..params
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Wildcards a program posts anyway are matched in order too.
+    #[test]
+    fn engines_of_asserting_communicators_match_like_one_ordered_list((params, ops) in small_case()) {
+        for &kind in EngineKind::ALL {
+            let mut engine = build_engine(kind, &asserting(params));
+            check_against_model(engine.as_mut(), &ops);
+        }
+    }
+}
+
+#[test]
+fn asserted_no_wildcards_searches_about_one_element_whatever_the_order() {
+    let n = 256;
+    // The gpu engine hashes its queues itself.
+    for &kind in EngineKind::ALL.iter().filter(|&&k| k != EngineKind::Gpu) {
+        let mut engine = build_engine(kind, &asserting(params(8)));
+        let reverse = |engine: &mut Box<dyn MatchEngine>, base: u64| {
+            for tag in 0..n {
+                assert_eq!(engine.post(p2p(1, tag), base + tag as u64), None);
+            }
+            for tag in (0..n).rev() {
+                assert_eq!(engine.arrive(env(1, tag), 0), Some(base + tag as u64));
+            }
+        };
+        reverse(&mut engine, 0);
+        // A wildcard the program posts anyway still matches in order.
+        assert_eq!(engine.post(p2p(ANY_SOURCE, 0), 10_000), None);
+        assert_eq!(engine.arrive(env(3, 0), 7), Some(10_000));
+        reverse(&mut engine, 20_000);
+        let prq = engine.stats().point_to_point.prq;
+        assert!(prq.mean() < 1.5 && prq.depth_max <= 4, "{kind:?}: {prq:?}");
+        assert_eq!(engine.queued(), (0, 0));
+    }
 }

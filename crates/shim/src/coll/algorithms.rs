@@ -38,13 +38,7 @@ fn check_count(count: c_int) -> Result<(), c_int> {
 }
 
 fn commutative(op: MPI_Op) -> Result<bool, c_int> {
-    let mut commute = 0;
-    // SAFETY: out-pointer is a valid local.
-    let err = unsafe { PMPI_Op_commutative(op, &mut commute) };
-    if err != abi().success {
-        return Err(err);
-    }
-    Ok(commute != 0)
+    crate::mpi::op_commutative(op)
 }
 
 /// The largest power of two not above `n`.

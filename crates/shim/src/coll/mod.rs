@@ -45,15 +45,19 @@ pub mod schedule;
 
 pub use algorithms::*;
 
-use crate::ffi::*;
+use crate::config::CollMode;
+use crate::ffi::{MPI_Comm, MPI_Request};
 use crate::matching::Class;
-use crate::report::Collective;
-use crate::runtime::comm::Comm;
-use crate::runtime::{pmpi, Runtime, ShimRequest};
+use crate::mpi::{self, abi, Code, HandleKey};
+use crate::report::{Collective, RankReport};
+use crate::runtime::comm::{Comm, Side};
+use crate::runtime::request::{self, Completion, Operation, Request};
+use crate::runtime::{Client, Error, Runtime};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use schedule::{Builder, Schedule};
 use std::collections::BTreeMap;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -168,7 +172,7 @@ impl TagLayout {
     }
 }
 
-/// A communicator's collective state: its private duplicate and call counter.
+/// A communicator's collective state: its private duplicate and call counters.
 pub struct CollComm {
     dup: OnceLock<MPI_Comm>,
     /// The `PMPI_Comm_idup` under way, with the place MPI writes the new handle.
@@ -187,7 +191,7 @@ unsafe impl Send for CollComm {}
 unsafe impl Sync for CollComm {}
 
 impl CollComm {
-    pub fn new() -> CollComm {
+    fn new() -> CollComm {
         CollComm {
             dup: OnceLock::new(),
             creating: Mutex::new(None),
@@ -199,55 +203,37 @@ impl CollComm {
     }
 
     /// Makes the duplicate now, blocking (at `MPI_Init`, or while every member is in the call
-    /// that creates the communicator). `Comm_create` over the whole group, unlike `Comm_dup`,
-    /// runs none of the user's attribute copy callbacks.
-    pub fn create_now(&self, comm: &Comm) -> c_int {
+    /// that creates the communicator).
+    fn create_now(&self, comm: &Comm, tags: TagLayout) -> Result<(), Code> {
         if self.dup.get().is_some() {
-            return abi().success;
+            return Ok(());
         }
-        let mut dup = abi().comm_null;
-        // SAFETY: plain calls with valid out-pointers; MPI writes the group before it is read.
-        let err = unsafe {
-            let mut group: MPI_Group = std::mem::zeroed();
-            let err = PMPI_Comm_group(comm.handle, &mut group);
-            if err != abi().success {
-                return err;
-            }
-            let err = PMPI_Comm_create(comm.handle, group, &mut dup);
-            PMPI_Group_free(&mut group);
-            err
-        };
-        if err == abi().success {
-            self.install(comm, dup);
-        }
-        err
+        let dup = mpi::comm_duplicate_quietly(comm.handle)?;
+        self.install(comm, dup, tags);
+        Ok(())
     }
 
-    fn install(&self, comm: &Comm, dup: MPI_Comm) {
+    fn install(&self, comm: &Comm, dup: MPI_Comm, tags: TagLayout) {
         // Errors surface on the user's communicator, through its handler.
-        // SAFETY: plain call on the new duplicate.
-        unsafe { PMPI_Comm_set_errhandler(dup, abi().errors_return) };
+        mpi::comm_return_errors(dup);
         let _ = self.dup.set(dup);
-        comm.queues.lock().collective = dup;
+        let _ = comm.side.set(Side::new(dup, move |tag| tags.class_of(tag)));
     }
 
     /// Starts making the duplicate unless it exists or is under way.
-    fn start(&self, comm: &Comm) -> c_int {
+    fn start(&self, comm: &Comm) -> Result<(), Code> {
         if self.dup.get().is_some() {
-            return abi().success;
+            return Ok(());
         }
         let mut creating = self.creating.lock();
         if creating.is_some() {
-            return abi().success;
+            return Ok(());
         }
         let mut out = Box::new(abi().comm_null);
-        let mut request = abi().request_null;
         // SAFETY: `out` stays at one address until the request completes.
-        let err = unsafe { PMPI_Comm_idup(comm.handle, &mut *out, &mut request) };
-        if err == abi().success {
-            *creating = Some((request, out));
-        }
-        err
+        let request = unsafe { mpi::comm_idup(comm.handle, &mut *out)? };
+        *creating = Some((request, out));
+        Ok(())
     }
 
     /// The duplicate, once it exists.
@@ -257,33 +243,38 @@ impl CollComm {
         }
         let mut creating = self.creating.lock();
         let (request, out) = creating.as_mut()?;
-        pmpi::test(request)?;
+        mpi::test(request)?;
         let dup = **out;
         *creating = None;
-        self.install(comm, dup);
+        self.install(comm, dup, COLLECTIVES.tags());
         Some(dup)
-    }
-
-    /// True while a schedule runs on the communicator.
-    pub fn running(&self) -> bool {
-        self.running.load(Ordering::Acquire) > 0
     }
 
     fn next_seq(&self, nonblocking: bool) -> u32 {
         self.seq[nonblocking as usize].fetch_add(1, Ordering::Relaxed) << 1 | nonblocking as u32
     }
 
-    /// The user freed the communicator: free the duplicate once no schedule needs it.
-    pub fn retire(&self, comm: &Comm) {
-        self.retired.store(true, Ordering::Release);
-        if self.running.load(Ordering::Acquire) == 0 {
-            self.free(comm);
+    fn began(&self, comm: &Comm) {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        if let Some(side) = comm.side.get() {
+            side.enter();
         }
     }
 
     fn finished(&self, comm: &Comm) {
+        if let Some(side) = comm.side.get() {
+            side.leave();
+        }
         if self.running.fetch_sub(1, Ordering::AcqRel) == 1 && self.retired.load(Ordering::Acquire)
         {
+            self.free(comm);
+        }
+    }
+
+    /// The user freed the communicator: free the duplicate once no schedule needs it.
+    fn retire(&self, comm: &Comm) {
+        self.retired.store(true, Ordering::Release);
+        if self.running.load(Ordering::Acquire) == 0 {
             self.free(comm);
         }
     }
@@ -293,105 +284,43 @@ impl CollComm {
             return;
         }
         if let Some((mut request, out)) = self.creating.lock().take() {
-            // SAFETY: the idup request is live; every rank started it in the same call.
-            unsafe { PMPI_Wait(&mut request, abi().status_ignore) };
-            self.install(comm, *out);
+            // The idup every rank started in the same call.
+            let _ = mpi::wait(&mut request);
+            self.install(comm, *out, COLLECTIVES.tags());
         }
         if let Some(&dup) = self.dup.get() {
             let mut dup = dup;
-            // SAFETY: the duplicate belongs to the shim and no schedule uses it any more.
-            unsafe { PMPI_Comm_free(&mut dup) };
+            mpi::comm_free(&mut dup);
         }
-    }
-}
-
-impl Default for CollComm {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
 /// A nonblocking collective as the user's request sees it.
-pub struct CollOp {
-    pub comm: Arc<Comm>,
-    inner: Mutex<(Option<c_int>, MPI_Request)>,
+struct CollOp {
+    comm: &'static Comm,
+    done: Completion,
 }
 
-// SAFETY: handles are plain values.
-unsafe impl Send for CollOp {}
-unsafe impl Sync for CollOp {}
+impl Operation for CollOp {
+    fn completion(&self) -> &Completion {
+        &self.done
+    }
+
+    fn focus(&self) -> &'static Comm {
+        self.comm
+    }
+}
 
 impl CollOp {
-    fn new(comm: Arc<Comm>) -> Arc<CollOp> {
-        Arc::new(CollOp {
-            comm,
-            inner: Mutex::new((None, abi().request_null)),
-        })
+    fn finish(&self, err: Code) {
+        let mut status = mpi::empty_status(abi().any_source);
+        status.MPI_ERROR = err;
+        self.done.finish(status, err);
     }
-
-    /// The error code, once the collective completed.
-    pub fn result(&self) -> Option<c_int> {
-        self.inner.lock().0
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.result().is_some()
-    }
-
-    fn finish(&self, err: c_int) {
-        let greq = {
-            let mut inner = self.inner.lock();
-            inner.0 = Some(err);
-            inner.1
-        };
-        // SAFETY: greq is this op's live generalized request.
-        unsafe { PMPI_Grequest_complete(greq) };
-    }
-
-    fn start_grequest(self: &Arc<Self>) -> Result<MPI_Request, c_int> {
-        let mut request = abi().request_null;
-        let state = Arc::into_raw(self.clone()) as *mut c_void;
-        // SAFETY: the callbacks interpret `state` as the Arc leaked here; free_fn reclaims it.
-        let err = unsafe {
-            PMPI_Grequest_start(
-                Some(query_fn),
-                Some(free_fn),
-                Some(cancel_fn),
-                state,
-                &mut request,
-            )
-        };
-        if err != abi().success {
-            // SAFETY: MPI did not take the state.
-            unsafe { drop(Arc::from_raw(state as *const CollOp)) };
-            return Err(err);
-        }
-        self.inner.lock().1 = request;
-        Ok(request)
-    }
-}
-
-unsafe extern "C" fn query_fn(state: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let op = &*(state as *const CollOp);
-    let mut result = pmpi::empty_status(abi().any_source);
-    result.MPI_ERROR = op.result().unwrap_or(abi().success);
-    *status = result;
-    abi().success
-}
-
-unsafe extern "C" fn free_fn(state: *mut c_void) -> c_int {
-    drop(Arc::from_raw(state as *const CollOp));
-    abi().success
-}
-
-/// Collectives cannot be cancelled (MPI calls that erroneous); nothing to do.
-unsafe extern "C" fn cancel_fn(_state: *mut c_void, _complete: c_int) -> c_int {
-    abi().success
 }
 
 /// Per-collective counters of one rank.
-#[derive(Default)]
-pub struct CollStats {
+struct CollStats {
     counters: [[AtomicU64; 6]; KINDS],
 }
 
@@ -414,12 +343,13 @@ impl CollStats {
     }
 
     /// The collectives that were called, by name.
-    pub fn report(&self) -> BTreeMap<String, Collective> {
+    fn report(&self) -> BTreeMap<String, Collective> {
         Kind::ALL
             .iter()
             .filter_map(|&kind| {
-                let c = &self.counters[kind as usize];
-                let v: Vec<u64> = c.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+                let v = self.counters[kind as usize]
+                    .each_ref()
+                    .map(|a| a.load(Ordering::Relaxed));
                 (v[0] > 0).then(|| {
                     let r = Collective {
                         calls: v[0],
@@ -436,133 +366,174 @@ impl CollStats {
     }
 }
 
-/// Nonblocking collectives under way in the process.
-#[derive(Default)]
-pub struct Running {
-    list: Mutex<Vec<(Arc<CollOp>, Schedule)>>,
-    count: AtomicUsize,
+/// The collectives the shim runs: a client of the runtime's progress engine.
+pub struct Collectives {
+    comms: Mutex<Option<FxHashMap<u64, Arc<CollComm>>>>,
+    tags: OnceLock<TagLayout>,
+    stats: CollStats,
+    /// Nonblocking collectives under way in the process.
+    running: Mutex<Vec<(Arc<CollOp>, Schedule)>>,
 }
 
-impl Running {
-    #[inline]
-    pub fn any(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 0
+pub static COLLECTIVES: Collectives = Collectives {
+    comms: parking_lot::const_mutex(None),
+    tags: OnceLock::new(),
+    stats: CollStats {
+        counters: [const { [const { AtomicU64::new(0) }; 6] }; KINDS],
+    },
+    running: parking_lot::const_mutex(Vec::new()),
+};
+
+impl Client for Collectives {
+    /// Moves every running nonblocking collective on; skipped when another thread does it.
+    fn progress(&self, rt: &Runtime) {
+        let Some(mut list) = self.running.try_lock() else {
+            return;
+        };
+        let running = list.len();
+        list.retain_mut(|(op, schedule)| {
+            if !schedule.step(rt) {
+                return true;
+            }
+            op.finish(schedule.err);
+            self.state(op.comm).finished(op.comm);
+            false
+        });
+        if running > 0 && list.is_empty() {
+            rt.client_busy(false);
+        }
+    }
+
+    fn forget(&self, _rt: &Runtime, comm: &'static Comm) {
+        let state = self.comms.lock().as_mut().and_then(|m| m.remove(&comm.id));
+        if let Some(state) = state {
+            state.retire(comm);
+        }
+    }
+
+    fn report(&self, report: &mut RankReport) {
+        report.collectives = self.stats.report();
     }
 }
 
-impl Runtime {
-    /// The communicator's state when the shim runs its collectives; `None`: pass to MPI
+impl Collectives {
+    /// Ready for a run whose tags go up to `tag_ub`.
+    pub fn init(&self, tag_ub: c_int) {
+        let _ = self.tags.set(TagLayout::new(tag_ub));
+    }
+
+    fn tags(&self) -> TagLayout {
+        *self.tags.get().expect("set at MPI_Init")
+    }
+
+    fn state(&self, comm: &Comm) -> Arc<CollComm> {
+        self.comms
+            .lock()
+            .get_or_insert_with(FxHashMap::default)
+            .entry(comm.id)
+            .or_insert_with(|| Arc::new(CollComm::new()))
+            .clone()
+    }
+
+    /// The communicator when the shim runs its collectives; `None`: pass to MPI
     /// (`MATCHSHIM_COLL=native`, inter-communicators).
-    pub fn coll_comm(&self, handle: MPI_Comm) -> Result<Option<Arc<Comm>>, c_int> {
-        if self.config.coll == crate::config::CollMode::Native {
+    pub fn comm(&self, rt: &Runtime, handle: MPI_Comm) -> Result<Option<&'static Comm>, Error> {
+        if rt.config.coll == CollMode::Native {
             return Ok(None);
         }
-        let comm = self.comm(handle)?;
+        let comm = rt.comm(handle)?;
         Ok((!comm.inter).then_some(comm))
     }
 
     /// Gives a communicator just created its private duplicate now, while every member is
     /// in the call that creates it.
-    pub fn adopt_comm(&self, handle: MPI_Comm) -> c_int {
+    pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
         if handle.key() == abi().comm_null.key() {
-            return abi().success;
+            return Ok(());
         }
-        let comm = match self.comm(handle) {
-            Ok(comm) => comm,
-            Err(err) => return err,
-        };
+        let comm = rt.comm(handle)?;
         if comm.inter {
-            return abi().success;
+            return Ok(());
         }
-        match comm.coll.create_now(&comm) {
-            err if err == abi().success => err,
-            err => pmpi::raise(handle, err),
-        }
+        self.state(comm)
+            .create_now(comm, self.tags())
+            .map_err(|err| rt.raise(handle, err))
     }
 
     /// Where a blocking collective that MPI runs goes, as its nonblocking form: the private
     /// duplicate when there is one, so it never meets the program's nonblocking collectives,
     /// which MPI matches apart from blocking ones.
-    pub fn blocking_native_comm(&self, handle: MPI_Comm) -> MPI_Comm {
-        match self.comm(handle) {
-            Ok(comm) => comm.coll.dup.get().copied().unwrap_or(handle),
+    pub fn blocking_native_comm(&self, rt: &Runtime, handle: MPI_Comm) -> MPI_Comm {
+        match rt.comm(handle) {
+            Ok(comm) => self.state(comm).dup.get().copied().unwrap_or(handle),
             Err(_) => handle,
         }
     }
 
-    /// Runs one collective call: `build` adds the algorithm's actions. A null `request` makes
-    /// the call blocking.
+    /// Runs one collective call: `build` adds the algorithm's actions (an error there is a bad
+    /// argument, which MPI reports). A null `request` makes the call blocking.
     ///
     /// # Safety
     /// The buffers `build` names stay valid until the call (or its request) completes.
-    pub unsafe fn collective(
+    pub unsafe fn run(
         &self,
-        comm: &Arc<Comm>,
+        rt: &Runtime,
+        comm: &'static Comm,
         kind: Kind,
         request: *mut MPI_Request,
-        build: impl FnOnce(&mut Builder) -> Result<(), c_int>,
-    ) -> c_int {
-        let err = comm.coll.start(comm);
-        if err != abi().success {
-            return pmpi::raise(comm.handle, err);
-        }
-        let seq = comm.coll.next_seq(!request.is_null());
+        build: impl FnOnce(&mut Builder) -> Result<(), Code>,
+    ) -> Result<Code, Error> {
+        let nonblocking = !request.is_null();
         let mut b = Builder::new(comm.rank, comm.size);
-        if let Err(err) = build(&mut b) {
-            return pmpi::raise(comm.handle, err);
-        }
-        self.coll_stats.record(kind, !request.is_null(), &b);
+        build(&mut b).map_err(|_| Error::Invalid)?;
+        let state = self.state(comm);
+        state
+            .start(comm)
+            .map_err(|err| rt.raise(comm.handle, err))?;
+        let seq = state.next_seq(nonblocking);
+        self.stats.record(kind, nonblocking, &b);
         let class = Class::Collective {
             kind: kind as u8,
             size_class: b.size_class,
         };
-        let tag = self.tags.tag(seq, kind, b.size_class);
-        let mut schedule = b.finish(comm.clone(), tag, class, !request.is_null());
-        comm.coll.running.fetch_add(1, Ordering::AcqRel);
-        if request.is_null() {
-            self.wait_until(Some(comm), || schedule.step(self));
-            comm.coll.finished(comm);
+        let tag = self.tags().tag(seq, kind, b.size_class);
+        let mut schedule = b
+            .finish(state.clone(), comm, tag, class, nonblocking)
+            .map_err(|err| rt.raise(comm.handle, err))?;
+        state.began(comm);
+        if !nonblocking {
+            rt.wait_until(Some(comm), || schedule.step(rt));
+            state.finished(comm);
             if schedule.err != abi().success {
-                return pmpi::raise(comm.handle, schedule.err);
+                return Err(rt.raise(comm.handle, schedule.err));
             }
-            return abi().success;
+            return Ok(abi().success);
         }
-        let op = CollOp::new(comm.clone());
-        let greq = match op.start_grequest() {
+        let op = Arc::new(CollOp {
+            comm,
+            done: Completion::default(),
+        });
+        let greq = match request::start_grequest(&op) {
             Ok(greq) => greq,
             Err(err) => {
-                comm.coll.finished(comm);
-                return err;
+                state.finished(comm);
+                return Err(rt.raise(comm.handle, err));
             }
         };
-        self.register(greq, ShimRequest::Collective(op.clone()));
+        rt.register(greq, Request::Op(op.clone()));
         *request = greq;
         // The first round goes out now, so the collective overlaps what the caller does next.
-        if schedule.step(self) {
+        if schedule.step(rt) {
             op.finish(schedule.err);
-            comm.coll.finished(comm);
+            state.finished(comm);
         } else {
-            let mut list = self.running.list.lock();
-            list.push((op, schedule));
-            self.running.count.store(list.len(), Ordering::Release);
-        }
-        abi().success
-    }
-
-    /// Moves every running nonblocking collective on; skipped when another thread does it.
-    pub fn progress_collectives(&self) {
-        let Some(mut list) = self.running.list.try_lock() else {
-            return;
-        };
-        list.retain_mut(|(op, schedule)| {
-            if !schedule.step(self) {
-                return true;
+            let mut list = self.running.lock();
+            if list.is_empty() {
+                rt.client_busy(true);
             }
-            op.finish(schedule.err);
-            op.comm.coll.finished(&op.comm);
-            false
-        });
-        self.running.count.store(list.len(), Ordering::Release);
+            list.push((op, schedule));
+        }
+        Ok(abi().success)
     }
 }
 

@@ -3,10 +3,14 @@
 //! order they were added, so a reduction placed before a send in the same round has run before
 //! the send reads its result. One executor drives schedules from the runtime's progress.
 
-use crate::ffi::*;
+use super::CollComm;
+use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::matching::{Class, Pattern};
-use crate::runtime::comm::{Comm, Posted};
-use crate::runtime::{pmpi, Runtime};
+use crate::mpi::{self, abi, Code, HeldType};
+use crate::runtime::comm::{Channel, Comm, Matched, Posted, Waiter};
+use crate::runtime::recv::{Delivery, Receive, Taken};
+use crate::runtime::takeover::Mode;
+use crate::runtime::Runtime;
 use std::alloc::{alloc, dealloc, Layout};
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
@@ -51,24 +55,13 @@ pub struct TypeInfo {
 
 impl TypeInfo {
     pub fn of(dtype: MPI_Datatype) -> Result<TypeInfo, c_int> {
-        let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0, 0, 0, 0, 0);
-        // SAFETY: out-pointers are valid locals; an invalid type returns an error.
-        unsafe {
-            for err in [
-                PMPI_Type_size(dtype, &mut size),
-                PMPI_Type_get_extent(dtype, &mut lb, &mut extent),
-                PMPI_Type_get_true_extent(dtype, &mut true_lb, &mut true_extent),
-            ] {
-                if err != abi().success {
-                    return Err(err);
-                }
-            }
-        }
+        let size = mpi::type_size(dtype)?;
+        let ((_, extent), (true_lb, true_extent)) = mpi::type_extents(dtype)?;
         Ok(TypeInfo {
-            size: size as i64,
-            extent: aint(extent),
-            true_lb: aint(true_lb),
-            true_extent: aint(true_extent),
+            size,
+            extent,
+            true_lb,
+            true_extent,
         })
     }
 
@@ -86,12 +79,6 @@ impl TypeInfo {
             self.true_extent + (count - 1) * self.extent
         }
     }
-}
-
-/// `MPI_Aint` is `long` in MPICH and `ptrdiff_t` in Open MPI.
-#[allow(clippy::unnecessary_cast)]
-fn aint(x: MPI_Aint) -> i64 {
-    x as i64
 }
 
 fn is_contiguous(dtype: MPI_Datatype) -> bool {
@@ -145,9 +132,7 @@ pub struct Builder {
 }
 
 fn type_bytes(data: &Data) -> u64 {
-    let mut size = 0;
-    // SAFETY: out-pointer is a valid local.
-    unsafe { PMPI_Type_size(data.dtype, &mut size) };
+    let size = mpi::type_size(data.dtype).unwrap_or(0);
     data.count.max(0) as u64 * size.max(0) as u64
 }
 
@@ -234,84 +219,76 @@ impl Builder {
     /// uses, since the user may free theirs as soon as the call returns.
     pub fn finish(
         mut self,
-        comm: Arc<Comm>,
+        coll: Arc<CollComm>,
+        comm: &'static Comm,
         tag: c_int,
         class: Class,
         nonblocking: bool,
-    ) -> Schedule {
+    ) -> Result<Schedule, Code> {
         self.next_round();
         let types = if nonblocking {
-            self.own_types()
+            self.own_types()?
         } else {
             Vec::new()
         };
-        Schedule {
+        Ok(Schedule {
+            coll,
             comm,
             tag,
             class,
             rounds: self.rounds,
             _temps: self.temps,
-            types,
+            _types: types,
             next: 0,
             requests: Vec::new(),
             waiting: Vec::new(),
             err: abi().success,
-        }
+        })
     }
-}
 
-impl Builder {
-    /// Replaces every derived datatype in the actions by a duplicate; returns the duplicates.
-    fn own_types(&mut self) -> Vec<MPI_Datatype> {
-        let mut map: Vec<(MPI_Datatype, MPI_Datatype)> = Vec::new();
-        let mut own = |dtype: &mut MPI_Datatype| {
-            if let Some(&(_, dup)) = map.iter().find(|(user, _)| user == dtype) {
-                *dtype = dup;
-                return;
+    /// Replaces every derived datatype in the actions by one the schedule holds.
+    fn own_types(&mut self) -> Result<Vec<HeldType>, Code> {
+        let mut held: Vec<(MPI_Datatype, HeldType)> = Vec::new();
+        let mut own = |dtype: &mut MPI_Datatype| -> Result<(), Code> {
+            if let Some((_, h)) = held.iter().find(|(user, _)| user == dtype) {
+                *dtype = h.handle();
+                return Ok(());
             }
-            let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
-            let mut dup = *dtype;
-            // SAFETY: plain queries on a datatype the call was given.
-            unsafe {
-                PMPI_Type_get_envelope(*dtype, &mut ints, &mut addrs, &mut types, &mut combiner);
-                if combiner == abi().combiner_named
-                    || PMPI_Type_dup(*dtype, &mut dup) != abi().success
-                {
-                    return;
-                }
-            }
-            map.push((*dtype, dup));
-            *dtype = dup;
+            let h = HeldType::hold(*dtype)?;
+            let user = std::mem::replace(dtype, h.handle());
+            held.push((user, h));
+            Ok(())
         };
         for action in self.rounds.iter_mut().flatten() {
             match action {
-                Action::Send(data, _) | Action::Recv(data, _) => own(&mut data.dtype),
-                Action::Reduce { dtype, .. } => own(dtype),
+                Action::Send(data, _) | Action::Recv(data, _) => own(&mut data.dtype)?,
+                Action::Reduce { dtype, .. } => own(dtype)?,
                 Action::Copy { src, dst, .. } => {
-                    own(&mut src.dtype);
-                    own(&mut dst.dtype);
+                    own(&mut src.dtype)?;
+                    own(&mut dst.dtype)?;
                 }
             }
         }
-        map.into_iter().map(|(_, dup)| dup).collect()
+        Ok(held.into_iter().map(|(_, h)| h).collect())
     }
 }
 
 /// A schedule being run.
 pub struct Schedule {
-    pub comm: Arc<Comm>,
+    coll: Arc<CollComm>,
+    pub comm: &'static Comm,
     tag: c_int,
     class: Class,
     rounds: Vec<Vec<Action>>,
     _temps: Vec<Temp>,
-    /// Datatypes this schedule duplicated, freed with it.
-    types: Vec<MPI_Datatype>,
+    /// Datatypes this schedule holds, freed with it.
+    _types: Vec<HeldType>,
     /// The round to start next.
     next: usize,
     /// Sends and receives of the current round that MPI is moving.
     requests: Vec<MPI_Request>,
-    /// Receives of the current round still waiting for their message: (posted key, buffer).
-    waiting: Vec<(usize, Data)>,
+    /// Receives of the current round still waiting in the shim's queues: (key, where to).
+    waiting: Vec<(usize, Receive)>,
     pub err: c_int,
 }
 
@@ -319,37 +296,42 @@ pub struct Schedule {
 // are plain values; one thread at a time steps a schedule.
 unsafe impl Send for Schedule {}
 
-impl Drop for Schedule {
-    fn drop(&mut self) {
-        for dtype in &mut self.types {
-            // SAFETY: a duplicate this schedule made; its operations have completed.
-            unsafe { PMPI_Type_free(dtype) };
-        }
-    }
-}
-
 impl Schedule {
     /// Moves the schedule on as far as it can without blocking; true once it is complete
     /// (`err` says how it ended).
     pub fn step(&mut self, rt: &Runtime) -> bool {
-        let Some(dup) = self.comm.coll.ready(&self.comm) else {
+        let Some(dup) = self.coll.ready(self.comm) else {
             return false;
         };
         loop {
             if !self.waiting.is_empty() {
-                let comm = self.comm.clone();
+                let comm = self.comm;
                 let mut queues = comm.queues.lock();
-                queues.drain(&comm, rt);
+                queues.drain(comm, rt);
                 let mut i = 0;
                 while i < self.waiting.len() {
-                    match queues.take_matched(self.waiting[i].0) {
-                        Some(message) => {
-                            let (_, data) = self.waiting.swap_remove(i);
-                            if !self.receive(data, message) {
-                                return true;
-                            }
+                    let ok = match queues.take_matched(self.waiting[i].0) {
+                        Matched::Waiting => {
+                            i += 1;
+                            continue;
                         }
-                        None => i += 1,
+                        Matched::Message(message, status) => {
+                            let (_, receive) = self.waiting.swap_remove(i);
+                            let taken = receive.take(message, &status, Delivery::Soon);
+                            self.taken(taken)
+                        }
+                        Matched::Request(request) => {
+                            self.waiting.swap_remove(i);
+                            self.requests.push(request);
+                            true
+                        }
+                        Matched::Failed(err) => {
+                            self.waiting.swap_remove(i);
+                            self.fail(err)
+                        }
+                    };
+                    if !ok {
+                        return true;
                     }
                 }
                 if !self.waiting.is_empty() {
@@ -357,24 +339,14 @@ impl Schedule {
                 }
             }
             if !self.requests.is_empty() {
-                let mut flag = 0;
-                // SAFETY: the requests are live requests this schedule started.
-                let err = unsafe {
-                    PMPI_Testall(
-                        self.requests.len() as c_int,
-                        self.requests.as_mut_ptr(),
-                        &mut flag,
-                        abi().statuses_ignore,
-                    )
-                };
-                if err != abi().success {
-                    self.err = err;
-                    return true;
+                match mpi::testall(&mut self.requests) {
+                    Err(err) => {
+                        self.err = err;
+                        return true;
+                    }
+                    Ok(false) => return false,
+                    Ok(true) => self.requests.clear(),
                 }
-                if flag == 0 {
-                    return false;
-                }
-                self.requests.clear();
             }
             if self.next == self.rounds.len() {
                 return true;
@@ -394,20 +366,75 @@ impl Schedule {
         err == abi().success
     }
 
-    fn receive(&mut self, data: Data, mut message: MPI_Message) -> bool {
-        let mut request = abi().request_null;
-        // SAFETY: the buffer holds `count` elements of `dtype` (the algorithm sized it).
-        let err = unsafe {
-            pmpi::imrecv(
-                data.ptr,
-                data.count as Count,
-                data.dtype,
-                &mut message,
-                &mut request,
-            )
+    fn taken(&mut self, taken: Taken) -> bool {
+        match taken {
+            Taken::Done(_, err) => self.fail(err),
+            Taken::Moving(request) => {
+                self.requests.push(request);
+                true
+            }
+        }
+    }
+
+    /// Receives one message of the round: through MPI while the communicator is delegated,
+    /// else through the shim's queues. False on an error.
+    fn receive(
+        &mut self,
+        rt: &Runtime,
+        dup: MPI_Comm,
+        data: Data,
+        peer: c_int,
+        drained: &mut bool,
+    ) -> bool {
+        let receive = Receive::new(
+            data.ptr,
+            data.count as mpi::Count,
+            HeldType::borrow(data.dtype),
+        );
+        let takeover = &self.comm.takeover;
+        if takeover.enter_mpi(rt.multiple) {
+            let posted = receive.post_to_mpi(peer, self.tag, dup);
+            takeover.leave_mpi(rt.multiple);
+            return match posted {
+                Ok(request) => {
+                    self.requests.push(request);
+                    true
+                }
+                Err(err) => self.fail(err),
+            };
+        }
+        let want = Pattern {
+            source: peer,
+            tag: self.tag,
+            class: self.class,
         };
-        self.requests.push(request);
-        self.fail(err)
+        let comm = self.comm;
+        let mut queues = comm.queues.lock();
+        if comm.takeover.mode() == Mode::Delegated {
+            // Given back to MPI meanwhile.
+            drop(queues);
+            return self.receive(rt, dup, data, peer, drained);
+        }
+        // Once per round: what arrived before the round matches at once.
+        if !*drained {
+            queues.drain(comm, rt);
+            *drained = true;
+        }
+        let waiter = {
+            let receive = receive.clone();
+            let tag = self.tag;
+            move || Waiter::blocking(receive, peer, tag, Channel::Side)
+        };
+        match queues.post(comm, rt, want, waiter) {
+            Posted::Found(arrived) => {
+                drop(queues);
+                self.taken(receive.take(arrived.message, &arrived.status, Delivery::Soon))
+            }
+            Posted::Queued(key) => {
+                self.waiting.push((key, receive));
+                true
+            }
+        }
     }
 
     /// Starts the actions of one round; false on an error.
@@ -416,45 +443,26 @@ impl Schedule {
         for action in round {
             let ok = match action {
                 Action::Send(data, peer) => {
-                    let mut request = abi().request_null;
                     // SAFETY: the buffer holds the data the algorithm describes.
-                    let err = unsafe {
-                        PMPI_Isend(
+                    let sent = unsafe {
+                        mpi::isend(
                             data.ptr,
-                            data.count,
+                            data.count as mpi::Count,
                             data.dtype,
                             peer,
                             self.tag,
                             dup,
-                            &mut request,
                         )
                     };
-                    self.requests.push(request);
-                    self.fail(err)
-                }
-                Action::Recv(data, peer) => {
-                    let want = Pattern {
-                        source: peer,
-                        tag: self.tag,
-                        class: self.class,
-                    };
-                    let posted = {
-                        let mut queues = self.comm.queues.lock();
-                        // Once per round: what arrived before the round matches at once.
-                        if !drained {
-                            queues.drain(&self.comm, rt);
-                            drained = true;
-                        }
-                        queues.post(&self.comm, rt, want, None)
-                    };
-                    match posted {
-                        Posted::Found(arrived) => self.receive(data, arrived.message),
-                        Posted::Queued(key) => {
-                            self.waiting.push((key, data));
+                    match sent {
+                        Ok(request) => {
+                            self.requests.push(request);
                             true
                         }
+                        Err(err) => self.fail(err),
                     }
                 }
+                Action::Recv(data, peer) => self.receive(rt, dup, data, peer, &mut drained),
                 Action::Reduce {
                     input,
                     inout,
@@ -463,14 +471,14 @@ impl Schedule {
                     op,
                 } => {
                     // SAFETY: both buffers hold `count` elements of `dtype`.
-                    let err = unsafe { PMPI_Reduce_local(input, inout, count, dtype, op) };
-                    self.fail(err)
+                    let reduced = unsafe { mpi::reduce_local(input, inout, count, dtype, op) };
+                    self.fail(reduced.err().unwrap_or(abi().success))
                 }
                 Action::Copy { src, dst, bytes } => {
                     // SAFETY: as described by the algorithm; a schedule never copies a buffer
                     // onto an overlapping one.
-                    let err = unsafe { copy(src, dst, bytes) };
-                    self.fail(err)
+                    let copied = unsafe { copy(src, dst, bytes) };
+                    self.fail(copied.err().unwrap_or(abi().success))
                 }
             };
             if !ok {
@@ -483,10 +491,10 @@ impl Schedule {
 
 /// Copies `src` into `dst` (same type signature): a `memcpy` when both are contiguous, else
 /// through MPI's pack format.
-unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> c_int {
+unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> Result<(), Code> {
     if let Some(bytes) = bytes {
         std::ptr::copy_nonoverlapping(src.ptr as *const u8, dst.ptr as *mut u8, bytes as usize);
-        return abi().success;
+        return Ok(());
     }
     let comm = abi().comm_self;
     let mut position = 0;
@@ -496,7 +504,7 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> c_int {
         } else {
             type_bytes(&dst) as c_int
         };
-        return PMPI_Pack(
+        return mpi::pack(
             src.ptr,
             src.count,
             src.dtype,
@@ -512,7 +520,7 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> c_int {
         } else {
             type_bytes(&src) as c_int
         };
-        return PMPI_Unpack(
+        return mpi::unpack(
             src.ptr,
             len,
             &mut position,
@@ -524,7 +532,7 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> c_int {
     }
     let len = type_bytes(&src) as usize;
     let mut packed = vec![0u8; len.max(1)];
-    let err = PMPI_Pack(
+    mpi::pack(
         src.ptr,
         src.count,
         src.dtype,
@@ -532,12 +540,9 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> c_int {
         len as c_int,
         &mut position,
         comm,
-    );
-    if err != abi().success {
-        return err;
-    }
+    )?;
     position = 0;
-    PMPI_Unpack(
+    mpi::unpack(
         packed.as_ptr().cast(),
         len as c_int,
         &mut position,

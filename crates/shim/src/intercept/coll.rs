@@ -7,8 +7,9 @@
 //! it has one, so that, as in MPI, they never meet the program's nonblocking collectives.
 
 use super::{intercept, nonblocking_then_wait};
-use crate::coll::{self, Kind};
+use crate::coll::{self, Kind, COLLECTIVES};
 use crate::ffi::*;
+use crate::mpi::HandleKey;
 use std::os::raw::{c_int, c_void};
 
 /// Defines the blocking and the nonblocking entry point of one collective; `$build` adds the
@@ -17,27 +18,27 @@ macro_rules! collective {
     ($name:ident, $pmpi:ident, $iname:ident, $ipmpi:ident, $kind:ident,
      ($($arg:ident : $ty:ty),* $(,)?), $comm:ident, |$b:ident| $build:expr) => {
         intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| {
-            match rt.coll_comm($comm) {
-                Err(err) => err,
-                Ok(Some(state)) => rt.collective(&state, Kind::$kind, std::ptr::null_mut(), |$b| $build),
-                Ok(None) => {
+            match COLLECTIVES.comm(rt, $comm)? {
+                Some(state) => {
+                    COLLECTIVES.run(rt, &state, Kind::$kind, std::ptr::null_mut(), |$b| $build)
+                }
+                None => {
                     let user_comm = $comm;
-                    let $comm = rt.blocking_native_comm($comm);
-                    let err = nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r));
-                    if err != abi().success && $comm.key() != user_comm.key() {
-                        crate::runtime::pmpi::raise(user_comm, err)
+                    let $comm = COLLECTIVES.blocking_native_comm(rt, $comm);
+                    let code = nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r))?;
+                    if code != abi().success && $comm.key() != user_comm.key() {
+                        Err(rt.raise(user_comm, code))
                     } else {
-                        err
+                        Ok(code)
                     }
                 }
             }
         });
 
         intercept!(fn $iname($($arg: $ty),*, request: *mut MPI_Request) via $ipmpi, |rt| {
-            match rt.coll_comm($comm) {
-                Err(err) => err,
-                Ok(Some(state)) => rt.collective(&state, Kind::$kind, request, |$b| $build),
-                Ok(None) => $ipmpi($($arg),*, request),
+            match COLLECTIVES.comm(rt, $comm)? {
+                Some(state) => COLLECTIVES.run(rt, &state, Kind::$kind, request, |$b| $build),
+                None => Ok($ipmpi($($arg),*, request)),
             }
         });
     };

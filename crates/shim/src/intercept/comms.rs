@@ -1,23 +1,51 @@
-//! Communicator creation. (Release needs no entry point: an attribute delete callback tells
-//! the runtime, only when MPI really frees the communicator.) A new intra-communicator gets the shim's private
+//! Communicator creation and release. A new intra-communicator gets the shim's private
 //! duplicate for collectives inside the call that creates it, while every member is still in
 //! that call: made later, inside the first collective, it could meet a nonblocking collective
 //! that MPI runs by itself on the communicator (`MPIX_Comm_iagree`) in different orders on
-//! different ranks.
+//! different ranks. Before the user frees a communicator its receives waiting in the shim go to
+//! MPI, which completes them after the handle is gone; the shim forgets the communicator when
+//! MPI really frees it (an attribute delete callback tells).
 
 use super::{intercept, nonblocking_then_wait};
+use crate::coll::COLLECTIVES;
 use crate::ffi::*;
+use crate::runtime::{Error, Runtime};
 use std::os::raw::c_int;
+
+/// After a constructor: the new communicator's private duplicate.
+fn adopt(rt: &Runtime, code: c_int, new: MPI_Comm) -> Result<c_int, Error> {
+    if code != abi().success {
+        return Ok(code);
+    }
+    COLLECTIVES.adopt(rt, new)?;
+    Ok(code)
+}
 
 /// Defines a constructor that calls `$pmpi` and then adopts the communicator written to `$out`.
 macro_rules! constructor {
     ($name:ident, $pmpi:ident, ($($arg:ident : $ty:ty),* $(,)?), $out:ident) => {
-        intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| {
-            let err = $pmpi($($arg),*);
-            if err == abi().success { rt.adopt_comm(*$out) } else { err }
-        });
+        intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| adopt(rt, $pmpi($($arg),*), *$out));
     };
 }
+
+intercept!(fn MPI_Comm_free(comm: *mut MPI_Comm) via PMPI_Comm_free, |rt| {
+    rt.release_comm(*comm);
+    Ok(PMPI_Comm_free(comm))
+});
+
+intercept!(fn MPI_Comm_disconnect(comm: *mut MPI_Comm) via PMPI_Comm_disconnect, |rt| {
+    rt.release_comm(*comm);
+    Ok(PMPI_Comm_disconnect(comm))
+});
+
+// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches.
+intercept!(fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) via PMPI_Comm_set_info, |rt| {
+    let code = PMPI_Comm_set_info(comm, info);
+    if code == abi().success {
+        rt.info_changed(comm);
+    }
+    Ok(code)
+});
 
 type Ints = *const c_int;
 
@@ -25,12 +53,12 @@ type Ints = *const c_int;
 // keep from coming (a member may be in a synchronous send to this rank first); the nonblocking
 // form keeps the shim matching. Inter-communicators keep the blocking form on every rank.
 intercept!(fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) via PMPI_Comm_dup, |rt| {
-    let err = match rt.comm(comm) {
-        Err(err) => return err,
-        Ok(state) if state.inter => PMPI_Comm_dup(comm, newcomm),
-        Ok(_) => nonblocking_then_wait(rt, |r| PMPI_Comm_idup(comm, newcomm, r)),
+    let code = if rt.comm(comm)?.inter {
+        PMPI_Comm_dup(comm, newcomm)
+    } else {
+        nonblocking_then_wait(rt, |r| PMPI_Comm_idup(comm, newcomm, r))?
     };
-    if err == abi().success { rt.adopt_comm(*newcomm) } else { err }
+    adopt(rt, code, *newcomm)
 });
 
 constructor!(MPI_Comm_dup_with_info, PMPI_Comm_dup_with_info,

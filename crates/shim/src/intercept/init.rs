@@ -1,9 +1,14 @@
 //! `MPI_Init*` and `MPI_Finalize`.
 
+use crate::coll::COLLECTIVES;
 use crate::config::Config;
 use crate::ffi::*;
-use crate::runtime::{install, report, runtime, take_for_finalize};
+use crate::mpi::{self, abi};
+use crate::runtime::{install, installed, report, runtime, take_for_finalize, Client};
 use std::os::raw::{c_char, c_int};
+
+/// What joins the runtime's progress besides point-to-point receives.
+static CLIENTS: [&dyn Client; 1] = [&COLLECTIVES];
 
 /// A build for one MPI loaded under a program of the other would crash in its first call.
 fn check_mpi_matches() -> Result<(), String> {
@@ -17,40 +22,102 @@ fn check_mpi_matches() -> Result<(), String> {
     let present = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).is_null() };
     if present {
         let other = if cfg!(mpich) {
-            "Open MPI (MPICC=mpicc.openmpi)"
+            "Open MPI beside this build: \
+             `MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release`"
         } else {
-            "MPICH (MPICC=mpicc.mpich)"
+            "MPICH beside this build: \
+             `MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich cargo build --release`"
         };
         return Err(format!(
             "this libmatchshim.so was built for {BUILT_FOR} but the program uses another MPI; \
-             rebuild it for {other}"
+             build the shim for {other}, or install both with `ci/install.sh --prefix DIR` \
+             and run under DIR/bin/matchshim, which picks the program's"
         ));
     }
     Ok(())
 }
 
-fn stop(message: &str) -> ! {
-    eprintln!("matchshim: {message}");
+/// This process's rank as the launcher tells it, before MPI can.
+fn launcher_rank() -> Option<u32> {
+    [
+        "PMI_RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.parse().ok())
+}
+
+/// Stops every rank with one line, printed by the first rank only.
+fn stop_before_init(message: &str) -> ! {
+    if launcher_rank().unwrap_or(0) == 0 {
+        crate::say(&format!("matchshim: {message}"));
+    } else {
+        // Rank 0's line gets out before the launcher ends the job for the first rank to exit.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     std::process::exit(1);
 }
 
-unsafe fn init(start: impl FnOnce() -> c_int) -> c_int {
+/// Runs the MPI's own initialisation (`start`) with the shim around it: the configuration is
+/// read first and the runtime installed after.
+pub unsafe fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
     if let Err(message) = check_mpi_matches() {
-        stop(&message);
+        stop_before_init(&message);
     }
-    let config = Config::from_vars(std::env::vars()).unwrap_or_else(|message| stop(&message));
-    let err = start();
-    if err == abi().success {
-        let mut provided = 0;
-        PMPI_Query_thread(&mut provided);
-        install(config, provided);
+    let config = Config::from_vars(std::env::vars());
+    let code = start();
+    if code == abi().success {
+        started(config);
     }
-    err
+    code
+}
+
+/// After MPI's initialisation: a bad configuration stops every rank with one line from the
+/// first rank that found it; else the runtime is installed.
+pub fn started(config: Result<Config, String>) {
+    let first = mpi::first_rank_where(config.is_err());
+    let config = match config {
+        Ok(config) if first == mpi::comm_size(abi().comm_world) => config,
+        Ok(_) | Err(_) => {
+            if let Err(message) = &config {
+                if mpi::comm_rank(abi().comm_world) == first {
+                    crate::say(&format!("matchshim: {message}"));
+                }
+            }
+            mpi::barrier_world();
+            // SAFETY: plain call; nothing of the shim's is pending.
+            unsafe { PMPI_Finalize() };
+            std::process::exit(1);
+        }
+    };
+    // An empty report says the shim started here, should the program never finalize.
+    if let Some(path) = &config.report {
+        if let Err(e) = report::touch(path) {
+            crate::say(&format!(
+                "matchshim: cannot write the report to {}: {e}",
+                path.display()
+            ));
+        }
+    }
+    if let Some(line) =
+        crate::matching::gpu::init_message(config.engine, mpi::comm_rank(abi().comm_world))
+    {
+        crate::say(&line);
+    }
+    install(config, mpi::query_thread(), &CLIENTS);
+    let rt = installed().expect("just installed");
+    COLLECTIVES.init(rt.tag_ub);
+    // No traffic yet: the duplicates of the predefined communicators are made at once.
+    for handle in [abi().comm_world, abi().comm_self] {
+        let _ = COLLECTIVES.adopt(rt, handle);
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    init(|| PMPI_Init(argc, argv))
+    init_shim(|| PMPI_Init(argc, argv))
 }
 
 #[no_mangle]
@@ -60,7 +127,7 @@ pub unsafe extern "C" fn MPI_Init_thread(
     required: c_int,
     provided: *mut c_int,
 ) -> c_int {
-    init(|| PMPI_Init_thread(argc, argv, required, provided))
+    init_shim(|| PMPI_Init_thread(argc, argv, required, provided))
 }
 
 #[no_mangle]
@@ -69,15 +136,15 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         let totals = rt.totals();
         if let Some(path) = &rt.config.report {
             if let Err(e) = report::append(path, &totals.report(rt)) {
-                eprintln!(
+                crate::say(&format!(
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
-                );
+                ));
             }
         }
         if rt.config.verbose {
             if let Some(line) = report::summary_line(rt, &totals) {
-                eprintln!("{line}");
+                crate::say(&line);
             }
         }
     }

@@ -1,65 +1,68 @@
-//! Point-to-point calls. The `_c` (MPI_Count) forms exist where the MPI has them.
+//! Point-to-point calls. The `_c` (MPI_Count) forms and MPI-4's `Isendrecv` family exist where
+//! the MPI has them.
 
 use super::{intercept, nonblocking_then_wait};
 use crate::ffi::*;
+use crate::mpi::{self, abi};
+use crate::runtime::p2p::{Buffer, PlainCall};
 use std::os::raw::{c_int, c_void};
 
 macro_rules! blocking_send {
     ($name:ident, $pmpi:ident, $nonblocking:ident, $count:ty) => {
         intercept!(fn $name(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
-                tag: c_int, comm: MPI_Comm) via $pmpi, |rt| {
-            if rt.needs_progress() {
-                nonblocking_then_wait(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
-            } else {
-                $pmpi(buf, count, datatype, dest, tag, comm)
-            }
+                tag: c_int, comm: MPI_Comm) via $pmpi, plain |rt| !rt.needs_progress(), |rt| {
+            nonblocking_then_wait(rt, |r| $nonblocking(buf, count, datatype, dest, tag, comm, r))
         });
     };
 }
 
 macro_rules! receives {
     ($count:ty, $recv:ident, $precv:ident, $irecv:ident, $pirecv:ident, $init:ident, $pinit:ident,
-     $sendrecv:ident, $psendrecv:ident, $pisend:ident) => {
+     $sendrecv:ident, $psendrecv:ident, $replace:ident, $preplace:ident) => {
         intercept!(fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
-                tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) via $precv, |rt| {
-            match rt.target(comm, source, tag, Some((count as Count, datatype))) {
-                Ok(target) => rt.recv(buf, count as Count, datatype, target, status),
-                Err(err) => err,
-            }
+                tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) via $precv,
+                plain |rt| rt.plainly_delegated(comm, source, PlainCall::Recv), |rt| {
+            let target = rt.target(comm, source, tag, Some((count as Count, datatype)))?;
+            rt.recv(Buffer { ptr: buf, count: count as Count, datatype }, target, status)
         });
 
         intercept!(fn $irecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
-                tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) via $pirecv, |rt| {
-            match rt.target(comm, source, tag, Some((count as Count, datatype))) {
-                Ok(target) => rt.irecv(buf, count as Count, datatype, target, request),
-                Err(err) => err,
-            }
+                tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) via $pirecv,
+                plain |rt| rt.plainly_delegated(comm, source, PlainCall::Irecv), |rt| {
+            let target = rt.target(comm, source, tag, Some((count as Count, datatype)))?;
+            rt.irecv(Buffer { ptr: buf, count: count as Count, datatype }, target, request)
         });
 
         intercept!(fn $init(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
                 tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) via $pinit, |rt| {
-            match rt.target(comm, source, tag, Some((count as Count, datatype))) {
-                Ok(target) => rt.recv_init(buf, count as Count, datatype, target, request),
-                Err(err) => err,
-            }
+            let target = rt.target(comm, source, tag, Some((count as Count, datatype)))?;
+            rt.recv_init(Buffer { ptr: buf, count: count as Count, datatype }, target, request)
         });
 
         intercept!(fn $sendrecv(sendbuf: *const c_void, sendcount: $count, sendtype: MPI_Datatype,
                 dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: $count,
                 recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm,
                 status: *mut MPI_Status) via $psendrecv, |rt| {
-            let target = match rt.target(comm, source, recvtag, Some((recvcount as Count, recvtype))) {
-                Ok(target) => target,
-                Err(err) => return err,
+            let target = rt.target(comm, source, recvtag, Some((recvcount as Count, recvtype)))?;
+            let send = || mpi::isend(sendbuf, sendcount as Count, sendtype, dest, sendtag, comm);
+            let buf = Buffer { ptr: recvbuf, count: recvcount as Count, datatype: recvtype };
+            rt.sendrecv(send, buf, target, status)
+        });
+
+        // The outgoing data is packed first so the receive can land in the same buffer.
+        intercept!(fn $replace(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                status: *mut MPI_Status) via $preplace, |rt| {
+            let target = rt.target(comm, source, recvtag, Some((count as Count, datatype)))?;
+            let packed = match mpi::packed_copy(buf, count as Count, datatype, comm) {
+                Ok(packed) => packed,
+                Err(code) => return Ok(code),
             };
-            let mut send = abi().request_null;
-            let err = $pisend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut send);
-            if err != abi().success {
-                return err;
-            }
-            let recv_err = rt.recv(recvbuf, recvcount as Count, recvtype, target, status);
-            let send_err = rt.wait(&mut send, abi().status_ignore);
-            if recv_err != abi().success { recv_err } else { send_err }
+            let send = || {
+                mpi::isend(packed.as_ptr().cast(), packed.len() as Count, abi().packed, dest,
+                    sendtag, comm)
+            };
+            rt.sendrecv(send, Buffer { ptr: buf, count: count as Count, datatype }, target, status)
         });
     };
 }
@@ -77,7 +80,8 @@ receives!(
     PMPI_Recv_init,
     MPI_Sendrecv,
     PMPI_Sendrecv,
-    PMPI_Isend
+    MPI_Sendrecv_replace,
+    PMPI_Sendrecv_replace
 );
 
 #[cfg(large_count)]
@@ -96,62 +100,87 @@ mod large_count {
         PMPI_Recv_init_c,
         MPI_Sendrecv_c,
         PMPI_Sendrecv_c,
-        PMPI_Isend_c
+        MPI_Sendrecv_replace_c,
+        PMPI_Sendrecv_replace_c
     );
 }
 
-intercept!(fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype,
-        dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
-        status: *mut MPI_Status) via PMPI_Sendrecv_replace, |rt| {
-    let target = match rt.target(comm, source, recvtag, Some((count as Count, datatype))) {
-        Ok(target) => target,
-        Err(err) => return err,
-    };
-    // The outgoing data is packed first so the receive can land in the same buffer.
-    let mut size = 0;
-    let err = PMPI_Pack_size(count, datatype, comm, &mut size);
-    if err != abi().success {
-        return err;
+/// MPI-4's nonblocking send-receive: the receive half goes through the shim like any receive.
+#[cfg(mpi4)]
+mod isendrecv {
+    use super::*;
+
+    macro_rules! isendrecv {
+        ($count:ty, $isendrecv:ident, $pisendrecv:ident, $replace:ident, $preplace:ident) => {
+            intercept!(fn $isendrecv(sendbuf: *const c_void, sendcount: $count,
+                    sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void,
+                    recvcount: $count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int,
+                    comm: MPI_Comm, request: *mut MPI_Request) via $pisendrecv, |rt| {
+                let target =
+                    rt.target(comm, source, recvtag, Some((recvcount as Count, recvtype)))?;
+                let send =
+                    || mpi::isend(sendbuf, sendcount as Count, sendtype, dest, sendtag, comm);
+                let buf = Buffer { ptr: recvbuf, count: recvcount as Count, datatype: recvtype };
+                rt.isendrecv(send, buf, target, Vec::new(), request)
+            });
+
+            intercept!(fn $replace(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                    dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                    request: *mut MPI_Request) via $preplace, |rt| {
+                let target = rt.target(comm, source, recvtag, Some((count as Count, datatype)))?;
+                let packed = match mpi::packed_copy(buf, count as Count, datatype, comm) {
+                    Ok(packed) => packed,
+                    Err(code) => return Ok(code),
+                };
+                let (data, len) = (packed.as_ptr(), packed.len());
+                let send = || mpi::isend(data.cast(), len as Count, abi().packed, dest, sendtag, comm);
+                let buf = Buffer { ptr: buf, count: count as Count, datatype };
+                rt.isendrecv(send, buf, target, packed, request)
+            });
+        };
     }
-    let mut packed = vec![0u8; size.max(0) as usize];
-    let mut position = 0;
-    let err = PMPI_Pack(buf, count, datatype, packed.as_mut_ptr().cast(), size, &mut position, comm);
-    if err != abi().success {
-        return err;
-    }
-    let mut send = abi().request_null;
-    let err = PMPI_Isend(packed.as_ptr().cast(), position, abi().packed, dest, sendtag, comm, &mut send);
-    if err != abi().success {
-        return err;
-    }
-    let recv_err = rt.recv(buf, count as Count, datatype, target, status);
-    let send_err = rt.wait(&mut send, abi().status_ignore);
-    if recv_err != abi().success { recv_err } else { send_err }
-});
+
+    isendrecv!(
+        c_int,
+        MPI_Isendrecv,
+        PMPI_Isendrecv,
+        MPI_Isendrecv_replace,
+        PMPI_Isendrecv_replace
+    );
+    isendrecv!(
+        Count,
+        MPI_Isendrecv_c,
+        PMPI_Isendrecv_c,
+        MPI_Isendrecv_replace_c,
+        PMPI_Isendrecv_replace_c
+    );
+}
 
 intercept!(fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
-via PMPI_Probe, |rt| match rt.target(comm, source, tag, None) {
-    Ok(target) => rt.probe(target, true, false, std::ptr::null_mut(), std::ptr::null_mut(), status),
-    Err(err) => err,
+via PMPI_Probe, |rt| {
+    let target = rt.target(comm, source, tag, None)?;
+    rt.probe(target, true, false, std::ptr::null_mut(), std::ptr::null_mut(), status)
 });
 
 intercept!(fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
     status: *mut MPI_Status)
-via PMPI_Iprobe, |rt| match rt.target(comm, source, tag, None) {
-    Ok(target) => rt.probe(target, false, false, flag, std::ptr::null_mut(), status),
-    Err(err) => err,
+via PMPI_Iprobe,
+plain |rt| rt.plainly_delegated(comm, source, PlainCall::Iprobe), |rt| {
+    let target = rt.target(comm, source, tag, None)?;
+    rt.probe(target, false, false, flag, std::ptr::null_mut(), status)
 });
 
 intercept!(fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message,
     status: *mut MPI_Status)
-via PMPI_Mprobe, |rt| match rt.target(comm, source, tag, None) {
-    Ok(target) => rt.probe(target, true, true, std::ptr::null_mut(), message, status),
-    Err(err) => err,
+via PMPI_Mprobe, |rt| {
+    let target = rt.target(comm, source, tag, None)?;
+    rt.probe(target, true, true, std::ptr::null_mut(), message, status)
 });
 
 intercept!(fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
     message: *mut MPI_Message, status: *mut MPI_Status)
-via PMPI_Improbe, |rt| match rt.target(comm, source, tag, None) {
-    Ok(target) => rt.probe(target, false, true, flag, message, status),
-    Err(err) => err,
+via PMPI_Improbe,
+plain |rt| rt.plainly_delegated(comm, source, PlainCall::Iprobe), |rt| {
+    let target = rt.target(comm, source, tag, None)?;
+    rt.probe(target, false, true, flag, message, status)
 });

@@ -2,13 +2,14 @@
 
 use super::intercept;
 use crate::ffi::*;
+use crate::mpi::abi;
 use std::os::raw::c_int;
 
 intercept!(fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) via PMPI_Wait,
-    |rt| rt.wait(request, status));
+    plain |rt| rt.plainly_completed(*request), |rt| rt.wait(request, status));
 
 intercept!(fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
-    via PMPI_Test, |rt| rt.test(request, flag, status));
+    via PMPI_Test, plain |rt| rt.plainly_completed(*request), |rt| rt.test(request, flag, status));
 
 intercept!(fn MPI_Waitall(count: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status)
     via PMPI_Waitall, |rt| rt.all(count, requests, std::ptr::null_mut(), statuses, true));
@@ -46,12 +47,12 @@ intercept!(fn MPI_Cancel(request: *mut MPI_Request) via PMPI_Cancel,
 intercept!(fn MPI_Start(request: *mut MPI_Request) via PMPI_Start, |rt| rt.start(request));
 
 intercept!(fn MPI_Startall(count: c_int, requests: *mut MPI_Request) via PMPI_Startall, |rt| {
-    let mut first_err = abi().success;
+    let mut first = Ok(abi().success);
     for i in 0..count.max(0) as usize {
-        let err = rt.start(requests.add(i));
-        if first_err == abi().success {
-            first_err = err;
+        let started = rt.start(requests.add(i));
+        if first == Ok(abi().success) {
+            first = started;
         }
     }
-    first_err
+    first
 });

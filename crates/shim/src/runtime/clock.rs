@@ -1,12 +1,17 @@
 //! A cheap clock for timing the engines on every match: the time-stamp counter where there is
 //! one (a few nanoseconds a read), converted to nanoseconds against the system clock.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct Clock {
     start: Instant,
-    start_ticks: u64,
+    /// Ticks per nanosecond.
+    rate: f64,
 }
+
+/// How long the clock's rate is measured against the system clock when it starts: the
+/// takeover policy judges receive calls from a program's first calls on.
+const CALIBRATION: Duration = Duration::from_millis(1);
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -22,12 +27,21 @@ fn read() -> Option<u64> {
 }
 
 impl Clock {
+    /// A clock whose rate is known: spins for [`CALIBRATION`] where there is a time-stamp
+    /// counter.
     pub fn new() -> Clock {
         let start = Instant::now();
-        Clock {
-            start,
-            start_ticks: read().unwrap_or(0),
-        }
+        let rate = match read() {
+            Some(start_ticks) => {
+                while start.elapsed() < CALIBRATION {
+                    std::hint::spin_loop();
+                }
+                let ticks = read().unwrap_or(start_ticks).saturating_sub(start_ticks);
+                (ticks as f64 / start.elapsed().as_nanos() as f64).max(f64::MIN_POSITIVE)
+            }
+            None => 1.0,
+        };
+        Clock { start, rate }
     }
 
     #[inline(always)]
@@ -39,14 +53,13 @@ impl Clock {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// Nanoseconds in `ticks`, from the rate seen since the clock started.
+    pub fn ticks_per_ns(&self) -> f64 {
+        self.rate
+    }
+
+    /// Nanoseconds in `ticks`.
     pub fn nanos(&self, ticks: u64) -> u64 {
-        let elapsed_ns = self.start.elapsed().as_nanos() as f64;
-        let elapsed_ticks = self.ticks().saturating_sub(self.start_ticks) as f64;
-        if read().is_none() || elapsed_ticks == 0.0 {
-            return ticks;
-        }
-        (ticks as f64 * elapsed_ns / elapsed_ticks) as u64
+        (ticks as f64 / self.rate) as u64
     }
 }
 

@@ -1,59 +1,38 @@
-//! The wait/test family over a mix of real MPI requests and requests the shim completes.
+//! The wait/test family over a mix of MPI's requests and the shim's.
 //!
-//! Real requests are checked with non-blocking PMPI calls on a copy of the array in which the
-//! shim's requests are `MPI_REQUEST_NULL`, so MPI keeps its own rules for null and inactive
-//! handles. Nothing blocks inside MPI while receives wait for the shim's progress.
+//! Requests MPI completes (its own, delegated receives, persistent receives MPI started) are
+//! checked with non-blocking PMPI calls on a copy of the array in which the shim's operations
+//! are `MPI_REQUEST_NULL`, so MPI keeps its own rules for null and inactive handles. Nothing
+//! blocks inside MPI while anything needs the shim's progress. Single-completion calls leave
+//! `MPI_ERROR` alone; the multiple-completion ones set it in every status only when they
+//! return `MPI_ERR_IN_STATUS`, as MPI does.
 //!
 //! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::pmpi::{self, empty_status, store_status, zeroed_status};
-use super::{Runtime, ShimRequest};
+use super::request::{Operation, Request};
+use super::{Error, Runtime};
 use crate::ffi::*;
+use crate::mpi::{self, abi, empty_status, store_status, store_status_with_error, Code};
 use std::os::raw::c_int;
 use std::sync::Arc;
 
-impl ShimRequest {
-    fn focus(&self) -> &Arc<super::comm::Comm> {
-        match self {
-            ShimRequest::Recv(op) => &op.comm,
-            ShimRequest::Persistent(p) => &p.comm,
-            ShimRequest::Collective(op) => &op.comm,
+/// Runs a multiple-completion call of MPI's on `statuses[..n]` and puts back the `MPI_ERROR`
+/// fields it wrote unless it returned `MPI_ERR_IN_STATUS` (MPICH and Open MPI write them on
+/// success too).
+unsafe fn keeping_errors(statuses: *mut MPI_Status, n: usize, call: impl FnOnce() -> Code) -> Code {
+    if statuses == abi().statuses_ignore || statuses.is_null() {
+        return call();
+    }
+    let errors: Vec<c_int> = (0..n).map(|i| (*statuses.add(i)).MPI_ERROR).collect();
+    let code = call();
+    if code != abi().err_in_status {
+        for (i, &error) in errors.iter().enumerate() {
+            (*statuses.add(i)).MPI_ERROR = error;
         }
     }
-
-    /// Inactive persistent requests count as absent for `Waitany`/`Waitsome`.
-    fn is_active(&self) -> bool {
-        match self {
-            ShimRequest::Recv(_) | ShimRequest::Collective(_) => true,
-            ShimRequest::Persistent(p) => p.current.lock().is_some(),
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        match self {
-            ShimRequest::Recv(op) => op.is_done(),
-            ShimRequest::Persistent(p) => p.current.lock().as_ref().is_none_or(|op| op.is_done()),
-            ShimRequest::Collective(op) => op.is_done(),
-        }
-    }
-
-    /// The outcome of a done request, without releasing it.
-    fn outcome(&self) -> (MPI_Status, c_int) {
-        let op = match self {
-            ShimRequest::Recv(op) => Some(op.clone()),
-            ShimRequest::Persistent(p) => p.current.lock().clone(),
-            ShimRequest::Collective(op) => {
-                let err = op.result().unwrap_or(abi().success);
-                let mut status = empty_status(abi().any_source);
-                status.MPI_ERROR = err;
-                return (status, err);
-            }
-        };
-        op.and_then(|op| op.result())
-            .unwrap_or_else(|| (empty_status(abi().any_source), abi().success))
-    }
+    code
 }
 
 /// `statuses[i]`, or `MPI_STATUS_IGNORE` when the user ignores statuses.
@@ -65,70 +44,168 @@ unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
     }
 }
 
+/// One entry of a request array, as the calls below see it.
+enum Entry {
+    /// MPI completes it (perhaps a request the shim counts).
+    Mpi(Option<Request>),
+    /// The shim completes it.
+    Shim(Request, Arc<dyn Operation>),
+}
+
+/// A request array as a completion call over several requests sees it.
+enum Split {
+    /// No operation of the shim's is among them and nothing needs the shim's progress: MPI's
+    /// call serves, and the requests the shim counts (delegated receives, with their positions)
+    /// are accounted for after it.
+    Mpi(Vec<(usize, Request)>),
+    /// Each request's entry, and the array MPI is asked about (the shim's operations null).
+    Mixed(Vec<Entry>, Vec<MPI_Request>),
+}
+
+impl Entry {
+    fn of(request: Option<Request>) -> Entry {
+        match request {
+            Some(r) => match r.shim_op() {
+                Some(op) => Entry::Shim(r, op),
+                None => Entry::Mpi(Some(r)),
+            },
+            None => Entry::Mpi(None),
+        }
+    }
+
+    fn shim(&self) -> Option<&Arc<dyn Operation>> {
+        match self {
+            Entry::Shim(_, op) => Some(op),
+            Entry::Mpi(_) => None,
+        }
+    }
+}
+
 impl Runtime {
-    /// Releases a done shim request: a generalized request is freed, a persistent one becomes
-    /// inactive. Returns the receive's error code.
+    /// Bookkeeping once MPI completed a request the shim knows (it is gone from MPI now).
+    fn completed_by_mpi(&self, handle: MPI_Request, known: &Option<Request>) {
+        match known {
+            Some(Request::Delegated(comm)) => {
+                self.unregister(handle);
+                self.delegated_done(comm);
+            }
+            Some(Request::Persistent(p)) => self.persistent_done_in_mpi(p),
+            _ => {}
+        }
+    }
+
+    /// Releases a done operation of the shim's: a generalized request is freed, a persistent
+    /// receive becomes inactive. The outcome's status goes to `status` (without `MPI_ERROR`);
+    /// returns its code.
     unsafe fn release(
         &self,
         handle: &mut MPI_Request,
-        shim: &ShimRequest,
-        status: *mut MPI_Status,
-    ) -> c_int {
-        let (result, err) = shim.outcome();
-        match shim {
-            ShimRequest::Recv(_) | ShimRequest::Collective(_) => {
-                self.unregister(*handle);
-                PMPI_Wait(handle, abi().status_ignore);
-                *handle = abi().request_null;
-            }
-            ShimRequest::Persistent(p) => {
+        entry: &Request,
+        op: &Arc<dyn Operation>,
+    ) -> (MPI_Status, Code) {
+        let outcome = op.completion().outcome();
+        match entry {
+            Request::Persistent(p) => {
                 p.current.lock().take();
             }
+            _ => {
+                self.unregister(*handle);
+                // The generalized request is complete; MPI frees it.
+                mpi::wait(handle);
+                *handle = abi().request_null;
+            }
         }
-        store_status(status, &result);
-        err
+        outcome.map_or_else(
+            || (empty_status(abi().any_source), abi().success),
+            |o| (o.status, o.err),
+        )
     }
 
-    /// The shim's entries of an array of requests, and a copy of the array with them nulled
-    /// for MPI's own wait and test calls; `None` when MPI can take the whole array itself.
-    fn split(
-        &self,
-        requests: &[MPI_Request],
-    ) -> Option<(Vec<Option<ShimRequest>>, Vec<MPI_Request>)> {
-        let shim = self
-            .lookup_all(requests)
-            .filter(|shim| shim.iter().any(Option::is_some));
-        if shim.is_none() && !self.needs_progress() {
-            return None;
+    /// Raises a failed operation's code through its communicator.
+    fn failed(&self, op: &Arc<dyn Operation>, code: Code) -> Result<Code, Error> {
+        if code == abi().success {
+            Ok(code)
+        } else {
+            Err(self.raise(op.focus().handle, code))
         }
-        let shim = shim.unwrap_or_else(|| vec![None; requests.len()]);
+    }
+
+    /// Sorts a request array for a completion call over several requests.
+    fn split(&self, requests: &[MPI_Request]) -> Split {
+        let known = self.known_in(requests);
+        if !self.needs_progress()
+            && known
+                .iter()
+                .all(|(_, r)| matches!(r, Request::Delegated(_)))
+        {
+            return Split::Mpi(known);
+        }
+        let mut entries: Vec<Entry> = requests.iter().map(|_| Entry::Mpi(None)).collect();
+        for (i, request) in known {
+            entries[i] = Entry::of(Some(request));
+        }
         let view = requests
             .iter()
-            .zip(&shim)
-            .map(|(&r, s)| if s.is_some() { abi().request_null } else { r })
+            .zip(&entries)
+            .map(|(&r, e)| {
+                if e.shim().is_some() {
+                    abi().request_null
+                } else {
+                    r
+                }
+            })
             .collect();
-        Some((shim, view))
+        Split::Mixed(entries, view)
     }
 
-    pub unsafe fn wait(&self, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-        let Some(shim) = self.lookup(*request) else {
-            if !self.needs_progress() {
-                return PMPI_Wait(request, status);
+    /// Runs MPI's own completion call on the user's array, then accounts for the delegated
+    /// receives among `known` that it completed (MPI sets a completed request's handle to
+    /// `MPI_REQUEST_NULL`).
+    unsafe fn through_mpi(
+        &self,
+        requests: *mut MPI_Request,
+        known: Vec<(usize, Request)>,
+        call: impl FnOnce() -> Code,
+    ) -> Code {
+        let before: Vec<MPI_Request> = known.iter().map(|&(i, _)| *requests.add(i)).collect();
+        let code = call();
+        for ((i, request), handle) in known.into_iter().zip(before) {
+            if *requests.add(i) != handle {
+                self.completed_by_mpi(handle, &Some(request));
             }
-            let mut result = abi().success;
-            self.wait_until(None, || {
-                let mut flag = 0;
-                result = PMPI_Test(request, &mut flag, status);
-                flag != 0 || result != abi().success
-            });
-            return result;
-        };
-        self.wait_until(Some(shim.focus()), || shim.is_done());
-        let err = self.release(&mut *request, &shim, status);
-        if err != abi().success {
-            return pmpi::raise(shim.focus().handle, err);
         }
-        err
+        code
+    }
+
+    pub unsafe fn wait(
+        &self,
+        request: *mut MPI_Request,
+        status: *mut MPI_Status,
+    ) -> Result<Code, Error> {
+        match Entry::of(self.lookup(*request)) {
+            Entry::Mpi(known) => {
+                let handle = *request;
+                let code = if !self.needs_progress() {
+                    mpi::user::wait(request, status)
+                } else {
+                    let mut code = abi().success;
+                    self.wait_until(known.as_ref().map(Request::focus), || {
+                        let mut flag = 0;
+                        code = mpi::user::test(request, &mut flag, status);
+                        flag != 0 || code != abi().success
+                    });
+                    code
+                };
+                self.completed_by_mpi(handle, &known);
+                Ok(code)
+            }
+            Entry::Shim(entry, op) => {
+                self.wait_until(Some(op.focus()), || op.poll());
+                let (result, code) = self.release(&mut *request, &entry, &op);
+                store_status(status, &result);
+                self.failed(&op, code)
+            }
+        }
     }
 
     pub unsafe fn test(
@@ -136,21 +213,28 @@ impl Runtime {
         request: *mut MPI_Request,
         flag: *mut c_int,
         status: *mut MPI_Status,
-    ) -> c_int {
-        let Some(shim) = self.lookup(*request) else {
-            self.progress(None);
-            return PMPI_Test(request, flag, status);
-        };
-        self.progress(Some(shim.focus()));
-        *flag = shim.is_done() as c_int;
-        if *flag == 0 {
-            return abi().success;
+    ) -> Result<Code, Error> {
+        match Entry::of(self.lookup(*request)) {
+            Entry::Mpi(known) => {
+                self.progress(known.as_ref().map(Request::focus));
+                let handle = *request;
+                let code = mpi::user::test(request, flag, status);
+                if *flag != 0 {
+                    self.completed_by_mpi(handle, &known);
+                }
+                Ok(code)
+            }
+            Entry::Shim(entry, op) => {
+                self.progress(Some(op.focus()));
+                *flag = op.poll() as c_int;
+                if *flag == 0 {
+                    return Ok(abi().success);
+                }
+                let (result, code) = self.release(&mut *request, &entry, &op);
+                store_status(status, &result);
+                self.failed(&op, code)
+            }
         }
-        let err = self.release(&mut *request, &shim, status);
-        if err != abi().success {
-            return pmpi::raise(shim.focus().handle, err);
-        }
-        err
     }
 
     pub unsafe fn request_get_status(
@@ -158,17 +242,24 @@ impl Runtime {
         request: MPI_Request,
         flag: *mut c_int,
         status: *mut MPI_Status,
-    ) -> c_int {
-        let Some(shim) = self.lookup(request) else {
-            self.progress(None);
-            return PMPI_Request_get_status(request, flag, status);
-        };
-        self.progress(Some(shim.focus()));
-        *flag = shim.is_done() as c_int;
-        if *flag != 0 {
-            store_status(status, &shim.outcome().0);
+    ) -> Result<Code, Error> {
+        match Entry::of(self.lookup(request)) {
+            Entry::Mpi(known) => {
+                self.progress(known.as_ref().map(Request::focus));
+                Ok(mpi::user::request_get_status(request, flag, status))
+            }
+            Entry::Shim(_, op) => {
+                self.progress(Some(op.focus()));
+                *flag = op.poll() as c_int;
+                if *flag != 0 {
+                    let outcome = op.completion().outcome();
+                    if let Some(o) = outcome {
+                        store_status(status, &o.status);
+                    }
+                }
+                Ok(abi().success)
+            }
         }
-        abi().success
     }
 
     /// `Waitall` (`blocking`) and `Testall`.
@@ -179,69 +270,100 @@ impl Runtime {
         flag: *mut c_int,
         statuses: *mut MPI_Status,
         blocking: bool,
-    ) -> c_int {
+    ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((shim, mut view)) = self.split(reqs) else {
-            return if blocking {
-                PMPI_Waitall(count, requests, statuses)
-            } else {
-                PMPI_Testall(count, requests, flag, statuses)
-            };
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    keeping_errors(statuses, n, || {
+                        if blocking {
+                            mpi::user::waitall(count, requests, statuses)
+                        } else {
+                            mpi::user::testall(count, requests, flag, statuses)
+                        }
+                    })
+                }))
+            }
         };
         let mut done = 0;
-        let mut real_err = abi().success;
-        // Requests stay done once done: each round resumes at the first one that was not.
+        let mut mpi_code = abi().success;
+        // Operations stay done once done: each round resumes at the first one that was not.
         let mut unfinished = 0;
         let mut check = || {
             self.progress(None);
-            match shim[unfinished..]
+            match entries[unfinished..]
                 .iter()
-                .position(|s| s.as_ref().is_some_and(|s| !s.is_done()))
+                .position(|e| e.shim().is_some_and(|op| !op.poll()))
             {
                 Some(i) => {
                     unfinished += i;
                     return false;
                 }
-                None => unfinished = shim.len(),
+                None => unfinished = entries.len(),
             }
-            real_err = PMPI_Testall(count, view.as_mut_ptr(), &mut done, statuses);
-            done != 0 || (real_err != abi().success && real_err != abi().err_in_status)
+            mpi_code = keeping_errors(statuses, n, || {
+                mpi::user::testall(count, view.as_mut_ptr(), &mut done, statuses)
+            });
+            done != 0 || (mpi_code != abi().success && mpi_code != abi().err_in_status)
         };
         if blocking {
             self.wait_until(None, check);
         } else if !check() {
             *flag = 0;
-            return abi().success;
+            return Ok(abi().success);
         }
         if done == 0 {
-            return real_err;
+            return Ok(mpi_code);
         }
-        let mut any_err = real_err == abi().err_in_status;
-        let mut err_comm = abi().comm_world;
-        for (i, s) in shim.iter().enumerate() {
-            match s {
-                None => reqs[i] = view[i],
-                Some(s) => {
-                    let out = status_at(statuses, i);
-                    let err = self.release(&mut reqs[i], s, out);
-                    if out != abi().status_ignore {
-                        (*out).MPI_ERROR = err;
-                    }
-                    if err != abi().success {
-                        any_err = true;
-                        err_comm = s.focus().handle;
-                    }
+        let mut results = Vec::with_capacity(n);
+        let mut any_failed = mpi_code == abi().err_in_status;
+        let mut failed_comm = abi().comm_world;
+        for (i, entry) in entries.iter().enumerate() {
+            match entry {
+                Entry::Mpi(known) => {
+                    self.completed_by_mpi(reqs[i], known);
+                    reqs[i] = view[i];
+                    results.push(None);
                 }
+                Entry::Shim(entry, op) => {
+                    let (status, code) = self.release(&mut reqs[i], entry, op);
+                    if code != abi().success {
+                        any_failed = true;
+                        failed_comm = op.focus().handle;
+                    }
+                    results.push(Some((status, code)));
+                }
+            }
+        }
+        for (i, result) in results.into_iter().enumerate() {
+            let Some((status, code)) = result else {
+                continue;
+            };
+            let out = status_at(statuses, i);
+            if any_failed {
+                store_status_with_error(out, &status, code);
+            } else {
+                store_status(out, &status);
             }
         }
         if !blocking {
             *flag = 1;
         }
-        if any_err {
-            return pmpi::raise(err_comm, abi().err_in_status);
+        if any_failed {
+            if mpi_code != abi().err_in_status {
+                // MPI's own entries succeeded: their statuses carry MPI_SUCCESS, as MPI would.
+                for (i, entry) in entries.iter().enumerate() {
+                    let out = status_at(statuses, i);
+                    if matches!(entry, Entry::Mpi(_)) && !mpi::ignored(out) {
+                        (*out).MPI_ERROR = abi().success;
+                    }
+                }
+            }
+            return Err(self.raise(failed_comm, abi().err_in_status));
         }
-        abi().success
+        Ok(abi().success)
     }
 
     /// `Waitany` (`blocking`) and `Testany`.
@@ -253,50 +375,54 @@ impl Runtime {
         flag: *mut c_int,
         status: *mut MPI_Status,
         blocking: bool,
-    ) -> c_int {
+    ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((shim, mut view)) = self.split(reqs) else {
-            return if blocking {
-                PMPI_Waitany(count, requests, index, status)
-            } else {
-                PMPI_Testany(count, requests, index, flag, status)
-            };
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    if blocking {
+                        mpi::user::waitany(count, requests, index, status)
+                    } else {
+                        mpi::user::testany(count, requests, index, flag, status)
+                    }
+                }))
+            }
         };
-        let mut outcome: Option<(c_int, c_int)> = None;
+        let mut outcome: Option<(c_int, Result<Code, Error>)> = None;
         let mut check = || {
             self.progress(None);
-            if let Some(i) = shim
+            if let Some(i) = entries
                 .iter()
-                .position(|s| s.as_ref().is_some_and(|s| s.is_active() && s.is_done()))
+                .position(|e| e.shim().is_some_and(|op| op.poll()))
             {
-                let s = shim[i].as_ref().unwrap();
-                let err = self.release(&mut reqs[i], s, status);
-                let err = if err != abi().success {
-                    pmpi::raise(s.focus().handle, err)
-                } else {
-                    err
+                let Entry::Shim(entry, op) = &entries[i] else {
+                    unreachable!()
                 };
-                outcome = Some((i as c_int, err));
+                let (result, code) = self.release(&mut reqs[i], entry, op);
+                store_status(status, &result);
+                outcome = Some((i as c_int, self.failed(op, code)));
                 return true;
             }
-            let (mut idx, mut real_flag) = (abi().undefined, 0);
-            let err = PMPI_Testany(count, view.as_mut_ptr(), &mut idx, &mut real_flag, status);
-            if err != abi().success {
+            let (mut idx, mut mpi_flag) = (abi().undefined, 0);
+            let code =
+                mpi::user::testany(count, view.as_mut_ptr(), &mut idx, &mut mpi_flag, status);
+            if code != abi().success || (mpi_flag != 0 && idx != abi().undefined) {
                 if idx != abi().undefined {
-                    reqs[idx as usize] = view[idx as usize];
+                    let i = idx as usize;
+                    if let Entry::Mpi(known) = &entries[i] {
+                        self.completed_by_mpi(reqs[i], known);
+                    }
+                    reqs[i] = view[i];
                 }
-                outcome = Some((idx, err));
+                outcome = Some((idx, Ok(code)));
                 return true;
             }
-            if real_flag != 0 && idx != abi().undefined {
-                reqs[idx as usize] = view[idx as usize];
-                outcome = Some((idx, err));
-                return true;
-            }
-            if real_flag != 0 && !shim.iter().flatten().any(ShimRequest::is_active) {
+            // Nothing active left anywhere: MPI says so for its part, and the shim has none.
+            if mpi_flag != 0 && entries.iter().all(|e| e.shim().is_none()) {
                 store_status(status, &empty_status(abi().any_source));
-                outcome = Some((abi().undefined, abi().success));
+                outcome = Some((abi().undefined, Ok(abi().success)));
                 return true;
             }
             false
@@ -306,14 +432,14 @@ impl Runtime {
         } else if !check() {
             *flag = 0;
             *index = abi().undefined;
-            return abi().success;
+            return Ok(abi().success);
         }
-        let (idx, err) = outcome.expect("completed");
+        let (idx, result) = outcome.expect("completed");
         *index = idx;
         if !blocking {
             *flag = 1;
         }
-        err
+        result
     }
 
     /// `Waitsome` (`blocking`) and `Testsome`.
@@ -325,75 +451,95 @@ impl Runtime {
         indices: *mut c_int,
         statuses: *mut MPI_Status,
         blocking: bool,
-    ) -> c_int {
+    ) -> Result<Code, Error> {
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let Some((shim, mut view)) = self.split(reqs) else {
-            return if blocking {
-                PMPI_Waitsome(count, requests, outcount, indices, statuses)
-            } else {
-                PMPI_Testsome(count, requests, outcount, indices, statuses)
-            };
+        let (entries, mut view) = match self.split(reqs) {
+            Split::Mixed(entries, view) => (entries, view),
+            Split::Mpi(known) => {
+                return Ok(self.through_mpi(requests, known, || {
+                    keeping_errors(statuses, n, || {
+                        if blocking {
+                            mpi::user::waitsome(count, requests, outcount, indices, statuses)
+                        } else {
+                            mpi::user::testsome(count, requests, outcount, indices, statuses)
+                        }
+                    })
+                }))
+            }
         };
-        let mut real_indices = vec![0 as c_int; n];
-        let mut real_statuses = vec![zeroed_status(); n];
+        let mut mpi_indices = vec![0 as c_int; n];
+        let mut mpi_statuses = vec![mpi::zeroed_status(); n];
         let ignore = statuses == abi().statuses_ignore || statuses.is_null();
-        let mut result = abi().success;
+        let mut result = Ok(abi().success);
         let mut total: c_int = 0;
         let mut check = || {
             self.progress(None);
-            let mut real_out = 0;
-            let real_status_ptr = if ignore {
+            let mut mpi_out = 0;
+            let mpi_status_ptr = if ignore {
                 abi().statuses_ignore
             } else {
-                real_statuses.as_mut_ptr()
+                mpi_statuses.as_mut_ptr()
             };
-            let err = PMPI_Testsome(
+            let code = mpi::user::testsome(
                 count,
                 view.as_mut_ptr(),
-                &mut real_out,
-                real_indices.as_mut_ptr(),
-                real_status_ptr,
+                &mut mpi_out,
+                mpi_indices.as_mut_ptr(),
+                mpi_status_ptr,
             );
-            if err != abi().success && err != abi().err_in_status {
-                result = err;
+            if code != abi().success && code != abi().err_in_status {
+                result = Ok(code);
                 return true;
             }
-            let shim_active = shim.iter().flatten().any(ShimRequest::is_active);
-            if real_out == abi().undefined && !shim_active {
+            let shim_active = entries.iter().any(|e| e.shim().is_some());
+            if mpi_out == abi().undefined && !shim_active {
                 total = abi().undefined;
                 return true;
             }
-            let mut k = 0usize;
-            let mut in_status = err == abi().err_in_status;
-            for j in 0..real_out.max(0) as usize {
-                let i = real_indices[j] as usize;
-                reqs[i] = view[i];
-                *indices.add(k) = i as c_int;
-                if !ignore {
-                    *statuses.add(k) = real_statuses[j];
+            // (index, status, code) of every request that completed this round.
+            let mut completed: Vec<(usize, MPI_Status, Code)> = Vec::new();
+            for j in 0..mpi_out.max(0) as usize {
+                let i = mpi_indices[j] as usize;
+                if let Entry::Mpi(known) = &entries[i] {
+                    self.completed_by_mpi(reqs[i], known);
                 }
-                k += 1;
+                reqs[i] = view[i];
+                let status = mpi_statuses[j];
+                completed.push((i, status, status.MPI_ERROR));
             }
-            for (i, s) in shim.iter().enumerate() {
-                let Some(s) = s else { continue };
-                if !(s.is_active() && s.is_done()) {
+            let mut in_status = code == abi().err_in_status;
+            let mut failed_comm = abi().comm_world;
+            for (i, entry) in entries.iter().enumerate() {
+                let Entry::Shim(entry, op) = entry else {
+                    continue;
+                };
+                if reqs[i] == abi().request_null || !op.poll() {
                     continue;
                 }
-                let out = status_at(statuses, k);
-                let err = self.release(&mut reqs[i], s, out);
-                if out != abi().status_ignore {
-                    (*out).MPI_ERROR = err;
+                let (status, code) = self.release(&mut reqs[i], entry, op);
+                if code != abi().success {
+                    in_status = true;
+                    failed_comm = op.focus().handle;
                 }
-                in_status |= err != abi().success;
+                completed.push((i, status, code));
+            }
+            for (k, &(i, status, code)) in completed.iter().enumerate() {
                 *indices.add(k) = i as c_int;
-                k += 1;
+                if !ignore {
+                    let out = statuses.add(k);
+                    if in_status {
+                        store_status_with_error(out, &status, code);
+                    } else {
+                        store_status(out, &status);
+                    }
+                }
             }
-            total = k as c_int;
+            total = completed.len() as c_int;
             if in_status {
-                result = abi().err_in_status;
+                result = Err(self.raise(failed_comm, abi().err_in_status));
             }
-            k > 0
+            total > 0
         };
         if blocking {
             self.wait_until(None, check);
@@ -401,9 +547,32 @@ impl Runtime {
             check();
         }
         *outcount = total;
-        if result == abi().err_in_status {
-            return pmpi::raise(abi().comm_world, result);
-        }
         result
+    }
+
+    pub unsafe fn request_free(&self, request: *mut MPI_Request) -> Result<Code, Error> {
+        if let Some(known) = self.lookup(*request) {
+            // A receive goes on in the background; MPI frees the handle once it completes.
+            self.unregister(*request);
+            match &known {
+                Request::Persistent(p) => {
+                    p.current.lock().take();
+                    self.persistent_done_in_mpi(p);
+                }
+                Request::Delegated(comm) => self.delegated_done(comm),
+                Request::Op(_) => {}
+            }
+        }
+        Ok(mpi::request_free(&mut *request))
+    }
+
+    pub unsafe fn cancel_request(&self, request: *mut MPI_Request) -> Result<Code, Error> {
+        match Entry::of(self.lookup(*request)) {
+            Entry::Mpi(_) => Ok(mpi::cancel(&mut *request)),
+            Entry::Shim(_, op) => {
+                op.cancel(self);
+                Ok(abi().success)
+            }
+        }
     }
 }

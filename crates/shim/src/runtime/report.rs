@@ -3,10 +3,12 @@
 use super::comm::Comm;
 use super::Runtime;
 use crate::config::CollMode;
-use crate::ffi::*;
-use crate::matching::EngineStats;
-use crate::report::{RankReport, Traffic, VERSION};
+use crate::ffi::BUILT_FOR;
+use crate::matching::{EngineKind, EngineStats};
+use crate::mpi::{self, abi};
+use crate::report::{CommReport, RankReport, Traffic, VERSION};
 use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Counters summed over a rank's communicators.
 #[derive(Clone, Default)]
@@ -16,34 +18,46 @@ pub struct Totals {
     pub communicators: u64,
     pub posted_left: u64,
     pub unexpected_left: u64,
+    pub comms: Vec<CommReport>,
 }
 
 impl Totals {
-    pub fn add_comm(&mut self, comm: &Comm) {
-        let (stats, match_ticks, (posted, unexpected)) = comm.stats();
+    pub fn add_comm(&mut self, comm: &Comm, rt: &Runtime) {
+        let (stats, match_ticks, (posted, unexpected), assertions) = comm.stats();
         self.stats.merge(&stats);
         self.match_ticks[0] += match_ticks[0];
         self.match_ticks[1] += match_ticks[1];
         self.communicators += 1;
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
+        let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(rt.clock.elapsed_ns());
+        let report = CommReport {
+            id: comm.id,
+            size: comm.size.max(0) as usize,
+            switches: comm.takeover.switches.load(Relaxed),
+            delegated_time_ns,
+            delegated_receives: comm.takeover.delegated_receives.load(Relaxed) as u64,
+            takeover_time_ns,
+            takeover_matches: stats.point_to_point.matches + stats.collective.matches,
+            assertions: assertions.keys(),
+        };
+        if report.delegated_receives + report.takeover_matches > 0 {
+            self.comms.push(report);
+        }
     }
-}
 
-impl Totals {
     /// This rank's report.
     pub fn report(&self, rt: &Runtime) -> RankReport {
         let p2p_ns = rt.clock.nanos(self.match_ticks[0]);
         let coll_ns = rt.clock.nanos(self.match_ticks[1]);
-        let mut size = 0;
-        // SAFETY: plain query on the world communicator.
-        unsafe { PMPI_Comm_size(abi().comm_world, &mut size) };
-        RankReport {
+        let mut comms = self.comms.clone();
+        comms.sort_by_key(|c| c.id);
+        let mut report = RankReport {
             matchshim: VERSION.to_string(),
             mpi: BUILT_FOR.to_string(),
             engine: rt.config.engine.name().to_string(),
             rank: rt.world_rank as usize,
-            size: size as usize,
+            size: mpi::comm_size(abi().comm_world) as usize,
             thread_level: rt.thread_level,
             communicators: self.communicators,
             point_to_point: Traffic::new(&self.stats.point_to_point, p2p_ns),
@@ -59,78 +73,84 @@ impl Totals {
                 CollMode::Native => "native",
             }
             .to_string(),
-            collectives: rt.coll_stats.report(),
+            collectives: Default::default(),
+            takeover: rt.config.takeover.to_string(),
+            comms,
+            gpu: (rt.config.engine == EngineKind::Gpu).then(crate::matching::gpu::offload),
+        };
+        for client in rt.clients() {
+            client.report(&mut report);
         }
+        report
     }
+}
+
+fn open(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+/// Makes the report file exist (empty until a rank finalizes).
+pub fn touch(path: &std::path::Path) -> std::io::Result<()> {
+    open(path).map(drop)
 }
 
 /// Appends this rank's report as one JSON line (one `write` call, so ranks do not interleave).
 pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?
-        .write_all(report.to_line().as_bytes())
+    open(path)?.write_all(report.to_line().as_bytes())
 }
 
 /// Sums (and maxes) the key counters over all ranks for rank 0's one-line summary.
 pub fn summary_line(rt: &Runtime, totals: &Totals) -> Option<String> {
     let p2p = &totals.stats.point_to_point;
-    let sums = [
-        p2p.prq.searches,
-        p2p.prq.depth_total,
-        p2p.umq.searches,
-        p2p.umq.depth_total,
-        p2p.matches,
-        p2p.unexpected,
-        rt.clock
-            .nanos(totals.match_ticks[0] + totals.match_ticks[1]),
-        totals.unexpected_left,
-    ];
-    let maxes = [
-        p2p.prq.depth_max,
-        p2p.umq.depth_max,
-        totals.stats.queues_max,
-    ];
-    let mut sum_all = [0u64; 8];
-    let mut max_all = [0u64; 3];
-    // SAFETY: buffers match the counts and MPI_UINT64_T.
-    unsafe {
-        PMPI_Reduce(
-            sums.as_ptr().cast(),
-            sum_all.as_mut_ptr().cast(),
-            sums.len() as i32,
-            abi().uint64,
-            abi().op_sum,
-            0,
-            abi().comm_world,
-        );
-        PMPI_Reduce(
-            maxes.as_ptr().cast(),
-            max_all.as_mut_ptr().cast(),
-            maxes.len() as i32,
-            abi().uint64,
-            abi().op_max,
-            0,
-            abi().comm_world,
-        );
-    }
+    let mut all = CommReport::default();
+    totals.comms.iter().for_each(|c| all.add(c));
+    let sums = mpi::reduce_to_root(
+        &[
+            p2p.prq.searches,
+            p2p.prq.depth_total,
+            p2p.umq.searches,
+            p2p.umq.depth_total,
+            p2p.matches,
+            p2p.unexpected,
+            rt.clock
+                .nanos(totals.match_ticks[0] + totals.match_ticks[1]),
+            totals.unexpected_left,
+            all.switches,
+            all.delegated_receives,
+        ],
+        false,
+    );
+    let maxes = mpi::reduce_to_root(
+        &[
+            p2p.prq.depth_max,
+            p2p.umq.depth_max,
+            totals.stats.queues_max,
+        ],
+        true,
+    );
     if rt.world_rank != 0 {
         return None;
     }
     let mean = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
     Some(format!(
-        "matchshim: engine={} matches={} unexpected={} prq_depth_mean={:.2} prq_depth_max={} \
-         umq_depth_mean={:.2} umq_depth_max={} match_time_ms={:.3} queues_max={} unexpected_left={}",
+        "matchshim: engine={} takeover={} matches={} unexpected={} prq_depth_mean={:.2} \
+         prq_depth_max={} umq_depth_mean={:.2} umq_depth_max={} match_time_ms={:.3} \
+         queues_max={} unexpected_left={} delegated_receives={} switches={}",
         rt.config.engine.name(),
-        sum_all[4],
-        sum_all[5],
-        mean(sum_all[1], sum_all[0]),
-        max_all[0],
-        mean(sum_all[3], sum_all[2]),
-        max_all[1],
-        sum_all[6] as f64 / 1e6,
-        max_all[2],
-        sum_all[7],
+        rt.config.takeover,
+        sums[4],
+        sums[5],
+        mean(sums[1], sums[0]),
+        maxes[0],
+        mean(sums[3], sums[2]),
+        maxes[1],
+        sums[6] as f64 / 1e6,
+        maxes[2],
+        sums[7],
+        sums[9],
+        sums[8],
     ))
 }

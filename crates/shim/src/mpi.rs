@@ -1,0 +1,927 @@
+//! Every call the runtime and the collectives make into MPI, typed: handles stay MPI's own,
+//! results come back as `Result`s, statuses as values. Only this module (and the exported
+//! entry points, when they pass a call through) calls `PMPI_*`.
+//!
+//! Error codes are MPI's: `Err(code)` is a code an MPI call returned.
+
+use crate::ffi::*;
+use std::mem::MaybeUninit;
+use std::os::raw::{c_char, c_int, c_void};
+
+pub use crate::ffi::{abi, Count, HandleKey};
+
+pub type Code = c_int;
+
+#[inline]
+pub fn check(code: Code) -> Result<(), Code> {
+    if code == abi().success {
+        Ok(())
+    } else {
+        Err(code)
+    }
+}
+
+// ---- statuses ----------------------------------------------------------------------------
+
+pub fn zeroed_status() -> MPI_Status {
+    // SAFETY: MPI_Status is plain integers.
+    unsafe { MaybeUninit::zeroed().assume_init() }
+}
+
+/// The status MPI defines for a receive from `MPI_PROC_NULL` and for inactive requests: the
+/// given source, `MPI_ANY_TAG`, count 0, not cancelled.
+pub fn empty_status(source: c_int) -> MPI_Status {
+    let mut status = zeroed_status();
+    status.MPI_SOURCE = source;
+    status.MPI_TAG = abi().any_tag;
+    status.MPI_ERROR = abi().success;
+    // SAFETY: status is a valid MPI_Status.
+    unsafe {
+        PMPI_Status_set_elements_x(&mut status, abi().byte, 0);
+        PMPI_Status_set_cancelled(&mut status, 0);
+    }
+    status
+}
+
+pub fn cancelled_status(source: c_int, tag: c_int) -> MPI_Status {
+    let mut status = empty_status(source);
+    status.MPI_TAG = tag;
+    // SAFETY: status is a valid MPI_Status.
+    unsafe { PMPI_Status_set_cancelled(&mut status, 1) };
+    status
+}
+
+/// Copies `status` to the user's `out` unless it is `MPI_STATUS_IGNORE`, leaving `MPI_ERROR` as
+/// the user set it: single-completion calls never write it.
+///
+/// # Safety
+/// `out` is `MPI_STATUS_IGNORE`, null, or points to a writable `MPI_Status`.
+pub unsafe fn store_status(out: *mut MPI_Status, status: &MPI_Status) {
+    if !ignored(out) {
+        let error = (*out).MPI_ERROR;
+        *out = *status;
+        (*out).MPI_ERROR = error;
+    }
+}
+
+/// `store_status` for a multiple-completion call that returns `MPI_ERR_IN_STATUS`: then every
+/// status gets its request's error.
+///
+/// # Safety
+/// As for [`store_status`].
+pub unsafe fn store_status_with_error(out: *mut MPI_Status, status: &MPI_Status, err: Code) {
+    if !ignored(out) {
+        *out = *status;
+        (*out).MPI_ERROR = err;
+    }
+}
+
+pub fn ignored(status: *const MPI_Status) -> bool {
+    status.is_null() || status == abi().status_ignore
+}
+
+/// The size in bytes of the message a status describes (`i64::MAX` if MPI cannot say).
+pub fn byte_count(status: &MPI_Status) -> i64 {
+    let mut count = 0;
+    // SAFETY: plain call on a status MPI filled in.
+    let err = unsafe { PMPI_Get_count(status, abi().byte, &mut count) };
+    if err != abi().success || count == abi().undefined {
+        return i64::MAX;
+    }
+    count as i64
+}
+
+// ---- communicators -----------------------------------------------------------------------
+
+/// Size (of the remote group, for an inter-communicator), rank and whether it is an
+/// inter-communicator; an invalid handle gives MPI's error.
+pub fn comm_shape(comm: MPI_Comm) -> Result<(c_int, c_int, bool), Code> {
+    let (mut size, mut rank, mut inter) = (0, 0, 0);
+    // SAFETY: plain queries; an invalid handle makes MPI raise and return an error.
+    unsafe {
+        check(PMPI_Comm_test_inter(comm, &mut inter))?;
+        if inter != 0 {
+            check(PMPI_Comm_remote_size(comm, &mut size))?;
+        } else {
+            check(PMPI_Comm_size(comm, &mut size))?;
+        }
+        check(PMPI_Comm_rank(comm, &mut rank))?;
+    }
+    Ok((size, rank, inter != 0))
+}
+
+pub fn comm_rank(comm: MPI_Comm) -> c_int {
+    let mut rank = 0;
+    // SAFETY: out-pointer is a valid local.
+    unsafe { PMPI_Comm_rank(comm, &mut rank) };
+    rank
+}
+
+pub fn comm_size(comm: MPI_Comm) -> c_int {
+    let mut size = 0;
+    // SAFETY: out-pointer is a valid local.
+    unsafe { PMPI_Comm_size(comm, &mut size) };
+    size
+}
+
+/// `MPI_TAG_UB` of `MPI_COMM_WORLD`.
+pub fn tag_ub() -> c_int {
+    let mut flag = 0;
+    let mut value: *mut c_int = std::ptr::null_mut();
+    // SAFETY: MPI_TAG_UB's value is a pointer to an int owned by MPI.
+    unsafe {
+        PMPI_Comm_get_attr(
+            abi().comm_world,
+            abi().tag_ub_key,
+            &mut value as *mut *mut c_int as *mut c_void,
+            &mut flag,
+        );
+        if flag != 0 && !value.is_null() {
+            *value
+        } else {
+            32767
+        }
+    }
+}
+
+/// A duplicate of `comm` made with `MPI_Comm_create` over its whole group, which, unlike
+/// `Comm_dup`, runs none of the user's attribute copy callbacks. Collective over `comm`.
+pub fn comm_duplicate_quietly(comm: MPI_Comm) -> Result<MPI_Comm, Code> {
+    let mut dup = abi().comm_null;
+    // SAFETY: plain calls with valid out-pointers; MPI writes the group before it is read.
+    unsafe {
+        let mut group: MPI_Group = std::mem::zeroed();
+        check(PMPI_Comm_group(comm, &mut group))?;
+        let err = PMPI_Comm_create(comm, group, &mut dup);
+        PMPI_Group_free(&mut group);
+        check(err)?;
+    }
+    Ok(dup)
+}
+
+/// Starts `MPI_Comm_idup`; MPI writes the new handle to `out` once the request completes.
+///
+/// # Safety
+/// `out` stays at one address until the request completes.
+pub unsafe fn comm_idup(comm: MPI_Comm, out: *mut MPI_Comm) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    check(PMPI_Comm_idup(comm, out, &mut request))?;
+    Ok(request)
+}
+
+pub fn comm_free(comm: &mut MPI_Comm) {
+    // SAFETY: a communicator the shim owns.
+    unsafe { PMPI_Comm_free(comm) };
+}
+
+/// Errors on a communicator the shim owns come back as codes, to be raised on the user's.
+pub fn comm_return_errors(comm: MPI_Comm) {
+    // SAFETY: plain call on a valid communicator.
+    unsafe { PMPI_Comm_set_errhandler(comm, abi().errors_return) };
+}
+
+/// Raises `code` through `comm`'s error handler (the default aborts) and returns it.
+pub fn raise(comm: MPI_Comm, code: Code) -> Code {
+    // SAFETY: plain call; an invalid comm makes MPI raise on its own.
+    unsafe { PMPI_Comm_call_errhandler(comm, code) };
+    code
+}
+
+/// True when an error raised on `comm` ends the program (the default handlers).
+pub fn errors_are_fatal(comm: MPI_Comm) -> bool {
+    let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
+    // SAFETY: out-pointer is a valid local; the handle MPI returns is freed below.
+    unsafe {
+        if PMPI_Comm_get_errhandler(comm, &mut handler) != abi().success {
+            return true;
+        }
+        let fatal = handler == abi().errors_are_fatal || handler == abi().errors_abort;
+        PMPI_Errhandler_free(&mut handler);
+        fatal
+    }
+}
+
+/// MPI's text for an error code.
+pub fn error_string(code: Code) -> String {
+    let mut buf = vec![0 as c_char; abi().max_error_string.max(1) as usize];
+    let mut len = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING characters.
+    if unsafe { PMPI_Error_string(code, buf.as_mut_ptr(), &mut len) } != abi().success {
+        return format!("error code {code}");
+    }
+    let bytes: Vec<u8> = buf[..len.max(0) as usize]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+/// An attribute key whose delete callback MPI calls when a communicator carrying it is freed.
+pub fn comm_keyval(
+    on_delete: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let mut keyval = 0;
+    // SAFETY: valid callbacks and out-pointer.
+    unsafe {
+        PMPI_Comm_create_keyval(
+            abi().comm_null_copy_fn,
+            Some(on_delete),
+            &mut keyval,
+            std::ptr::null_mut(),
+        )
+    };
+    keyval
+}
+
+pub fn comm_set_attr(comm: MPI_Comm, keyval: c_int) {
+    // SAFETY: plain call on a valid communicator.
+    unsafe { PMPI_Comm_set_attr(comm, keyval, std::ptr::null_mut()) };
+}
+
+// ---- point to point ----------------------------------------------------------------------
+
+/// Pulls the next message of `comm` out of MPI's queue, if one has arrived.
+pub fn improbe_any(comm: MPI_Comm) -> Option<(MPI_Message, MPI_Status)> {
+    let mut flag = 0;
+    let mut message = abi().message_null;
+    let mut status = zeroed_status();
+    // SAFETY: all out-pointers are valid locals.
+    unsafe {
+        PMPI_Improbe(
+            abi().any_source,
+            abi().any_tag,
+            comm,
+            &mut flag,
+            &mut message,
+            &mut status,
+        )
+    };
+    (flag != 0).then_some((message, status))
+}
+
+/// # Safety
+/// `buf` holds `count` elements of `datatype`, until the request completes.
+#[inline]
+pub unsafe fn irecv(
+    buf: *mut c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    #[cfg(large_count)]
+    check(PMPI_Irecv_c(
+        buf,
+        count,
+        datatype,
+        source,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    #[cfg(not(large_count))]
+    check(PMPI_Irecv(
+        buf,
+        count as c_int,
+        datatype,
+        source,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    Ok(request)
+}
+
+/// # Safety
+/// `buf` holds `count` elements of `datatype`, until the request completes.
+pub unsafe fn isend(
+    buf: *const c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    #[cfg(large_count)]
+    check(PMPI_Isend_c(
+        buf,
+        count,
+        datatype,
+        dest,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    #[cfg(not(large_count))]
+    check(PMPI_Isend(
+        buf,
+        count as c_int,
+        datatype,
+        dest,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    Ok(request)
+}
+
+/// Receives a matched message at once; the status and MPI's code.
+///
+/// # Safety
+/// `buf` holds `count` elements of `datatype`.
+pub unsafe fn mrecv(
+    buf: *mut c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    message: &mut MPI_Message,
+) -> (MPI_Status, Code) {
+    let mut status = zeroed_status();
+    #[cfg(large_count)]
+    let err = PMPI_Mrecv_c(buf, count, datatype, message, &mut status);
+    #[cfg(not(large_count))]
+    let err = PMPI_Mrecv(buf, count as c_int, datatype, message, &mut status);
+    (status, err)
+}
+
+/// # Safety
+/// `buf` holds `count` elements of `datatype`, until the request completes.
+pub unsafe fn imrecv(
+    buf: *mut c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    message: &mut MPI_Message,
+) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    #[cfg(large_count)]
+    check(PMPI_Imrecv_c(buf, count, datatype, message, &mut request))?;
+    #[cfg(not(large_count))]
+    check(PMPI_Imrecv(
+        buf,
+        count as c_int,
+        datatype,
+        message,
+        &mut request,
+    ))?;
+    Ok(request)
+}
+
+/// `MPI_Iprobe`: the status of the earliest matching message MPI holds, if any.
+pub fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm) -> Result<Option<MPI_Status>, Code> {
+    let (mut flag, mut status) = (0, zeroed_status());
+    // SAFETY: out-pointers are valid locals.
+    check(unsafe { PMPI_Iprobe(source, tag, comm, &mut flag, &mut status) })?;
+    Ok((flag != 0).then_some(status))
+}
+
+/// `MPI_Improbe`: the earliest matching message MPI holds, taken, if any.
+pub fn improbe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<Option<(MPI_Message, MPI_Status)>, Code> {
+    let (mut flag, mut message, mut status) = (0, abi().message_null, zeroed_status());
+    // SAFETY: out-pointers are valid locals.
+    check(unsafe { PMPI_Improbe(source, tag, comm, &mut flag, &mut message, &mut status) })?;
+    Ok((flag != 0).then_some((message, status)))
+}
+
+/// Tests a real request; `Some((status, code))` once it completed (and MPI freed or
+/// deactivated it).
+pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
+    let mut flag = 0;
+    let mut status = zeroed_status();
+    // SAFETY: request is a live request handle.
+    let err = unsafe { PMPI_Test(request, &mut flag, &mut status) };
+    (flag != 0 || err != abi().success).then_some((status, err))
+}
+
+/// Whether a real request has completed, leaving it as it is.
+pub fn request_done(request: MPI_Request) -> bool {
+    let mut flag = 0;
+    // SAFETY: a live request handle; the status is ignored.
+    unsafe { PMPI_Request_get_status(request, &mut flag, abi().status_ignore) };
+    flag != 0
+}
+
+/// Tests real requests together; `Ok(true)` once all completed.
+pub fn testall(requests: &mut [MPI_Request]) -> Result<bool, Code> {
+    let mut flag = 0;
+    // SAFETY: the requests are live request handles.
+    check(unsafe {
+        PMPI_Testall(
+            requests.len() as c_int,
+            requests.as_mut_ptr(),
+            &mut flag,
+            abi().statuses_ignore,
+        )
+    })?;
+    Ok(flag != 0)
+}
+
+/// Waits inside MPI; only for requests that need no progress of the shim.
+pub fn wait(request: &mut MPI_Request) -> (MPI_Status, Code) {
+    let mut status = zeroed_status();
+    // SAFETY: request is a live request handle.
+    let err = unsafe { PMPI_Wait(request, &mut status) };
+    (status, err)
+}
+
+pub fn cancel(request: &mut MPI_Request) -> Code {
+    // SAFETY: request is a live request handle.
+    unsafe { PMPI_Cancel(request) }
+}
+
+pub fn start(request: &mut MPI_Request) -> Code {
+    // SAFETY: an inactive persistent request.
+    unsafe { PMPI_Start(request) }
+}
+
+pub fn request_free(request: &mut MPI_Request) -> Code {
+    // SAFETY: a live request handle.
+    unsafe { PMPI_Request_free(request) }
+}
+
+/// A persistent receive MPI knows, with the user's arguments.
+///
+/// # Safety
+/// `buf` holds `count` elements of `datatype` whenever the request is active.
+pub unsafe fn recv_init(
+    buf: *mut c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    #[cfg(large_count)]
+    check(PMPI_Recv_init_c(
+        buf,
+        count,
+        datatype,
+        source,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    #[cfg(not(large_count))]
+    check(PMPI_Recv_init(
+        buf,
+        count as c_int,
+        datatype,
+        source,
+        tag,
+        comm,
+        &mut request,
+    ))?;
+    Ok(request)
+}
+
+// ---- generalized requests ----------------------------------------------------------------
+
+pub type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
+pub type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+
+/// # Safety
+/// The callbacks interpret `state` as the caller arranged, until `free` runs.
+pub unsafe fn grequest_start(
+    query: QueryFn,
+    free: FreeFn,
+    cancel: CancelFn,
+    state: *mut c_void,
+) -> Result<MPI_Request, Code> {
+    let mut request = abi().request_null;
+    check(PMPI_Grequest_start(
+        Some(query),
+        Some(free),
+        Some(cancel),
+        state,
+        &mut request,
+    ))?;
+    Ok(request)
+}
+
+pub fn grequest_complete(request: MPI_Request) {
+    // SAFETY: a live generalized request of the shim's.
+    unsafe { PMPI_Grequest_complete(request) };
+}
+
+// ---- datatypes ---------------------------------------------------------------------------
+
+/// A datatype handle that stays valid while the shim holds it: a derived type is duplicated,
+/// since the user may free theirs while an operation using it is pending; clones share the
+/// duplicate, freed with the last. Predefined types are used as they are.
+#[derive(Clone)]
+pub struct HeldType {
+    handle: MPI_Datatype,
+    _dup: Option<std::sync::Arc<Duplicate>>,
+}
+
+struct Duplicate(MPI_Datatype);
+
+impl Drop for Duplicate {
+    fn drop(&mut self) {
+        // SAFETY: the shim's own duplicate; every operation using it has completed.
+        unsafe { PMPI_Type_free(&mut self.0) };
+    }
+}
+
+// SAFETY: handles are plain values; MPI allows a datatype's use from any thread.
+unsafe impl Send for HeldType {}
+unsafe impl Sync for HeldType {}
+unsafe impl Send for Duplicate {}
+unsafe impl Sync for Duplicate {}
+
+impl HeldType {
+    pub fn hold(datatype: MPI_Datatype) -> Result<HeldType, Code> {
+        if is_named(datatype) {
+            return Ok(HeldType::borrow(datatype));
+        }
+        let mut dup = datatype;
+        // SAFETY: plain call on a datatype the user passed.
+        check(unsafe { PMPI_Type_dup(datatype, &mut dup) })?;
+        Ok(HeldType {
+            handle: dup,
+            _dup: Some(std::sync::Arc::new(Duplicate(dup))),
+        })
+    }
+
+    /// Uses the user's handle without holding it: for the length of one blocking call.
+    pub fn borrow(datatype: MPI_Datatype) -> HeldType {
+        HeldType {
+            handle: datatype,
+            _dup: None,
+        }
+    }
+
+    #[inline]
+    pub fn handle(&self) -> MPI_Datatype {
+        self.handle
+    }
+}
+
+/// Predefined datatypes seen lately: they stay what they are for the whole run, so finding
+/// one here spares asking MPI.
+static NAMED: [std::sync::atomic::AtomicUsize; 8] =
+    [const { std::sync::atomic::AtomicUsize::new(usize::MAX) }; 8];
+
+/// Predefined datatypes (and `MPI_DATATYPE_NULL`) need no holding.
+pub fn is_named(datatype: MPI_Datatype) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let key = datatype.key();
+    if datatype == abi().datatype_null || NAMED.iter().any(|k| k.load(Relaxed) == key) {
+        return true;
+    }
+    let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
+    // SAFETY: plain query on a datatype handle.
+    let err = unsafe {
+        PMPI_Type_get_envelope(datatype, &mut ints, &mut addrs, &mut types, &mut combiner)
+    };
+    let named = err != abi().success || combiner == abi().combiner_named;
+    if named {
+        NAMED[key % NAMED.len()].store(key, Relaxed);
+    }
+    named
+}
+
+pub fn type_size(datatype: MPI_Datatype) -> Result<i64, Code> {
+    let mut size = 0;
+    // SAFETY: out-pointer is a valid local.
+    check(unsafe { PMPI_Type_size(datatype, &mut size) })?;
+    Ok(size as i64)
+}
+
+/// A datatype's lower bound and extent, ordinary or true.
+pub type Extent = (i64, i64);
+
+/// (lower bound, extent) and (true lower bound, true extent).
+pub fn type_extents(datatype: MPI_Datatype) -> Result<(Extent, Extent), Code> {
+    let (mut lb, mut extent, mut true_lb, mut true_extent) = (0, 0, 0, 0);
+    // SAFETY: out-pointers are valid locals.
+    unsafe {
+        check(PMPI_Type_get_extent(datatype, &mut lb, &mut extent))?;
+        check(PMPI_Type_get_true_extent(
+            datatype,
+            &mut true_lb,
+            &mut true_extent,
+        ))?;
+    }
+    Ok(((aint(lb), aint(extent)), (aint(true_lb), aint(true_extent))))
+}
+
+/// `MPI_Aint` is `long` in MPICH and `ptrdiff_t` in Open MPI.
+#[allow(clippy::unnecessary_cast)]
+fn aint(x: MPI_Aint) -> i64 {
+    x as i64
+}
+
+/// Packs `count` elements of `datatype` at `buf` into `out` from `*position` on.
+///
+/// # Safety
+/// The buffers are valid for what they describe.
+pub unsafe fn pack(
+    buf: *const c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    out: *mut c_void,
+    room: c_int,
+    position: &mut c_int,
+    comm: MPI_Comm,
+) -> Result<(), Code> {
+    check(PMPI_Pack(buf, count, datatype, out, room, position, comm))
+}
+
+/// # Safety
+/// The buffers are valid for what they describe.
+pub unsafe fn unpack(
+    packed: *const c_void,
+    len: c_int,
+    position: &mut c_int,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> Result<(), Code> {
+    check(PMPI_Unpack(
+        packed, len, position, buf, count, datatype, comm,
+    ))
+}
+
+/// `count` elements of `datatype` at `buf`, packed: what a replaced buffer sends.
+///
+/// # Safety
+/// `buf` holds `count` elements of `datatype`.
+pub unsafe fn packed_copy(
+    buf: *const c_void,
+    count: Count,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> Result<Vec<u8>, Code> {
+    #[cfg(large_count)]
+    {
+        let mut size: Count = 0;
+        check(PMPI_Pack_size_c(count, datatype, comm, &mut size))?;
+        let mut packed = vec![0u8; size.max(0) as usize];
+        let mut position: Count = 0;
+        check(PMPI_Pack_c(
+            buf,
+            count,
+            datatype,
+            packed.as_mut_ptr().cast(),
+            size,
+            &mut position,
+            comm,
+        ))?;
+        packed.truncate(position as usize);
+        Ok(packed)
+    }
+    #[cfg(not(large_count))]
+    {
+        let mut size = 0;
+        check(PMPI_Pack_size(count as c_int, datatype, comm, &mut size))?;
+        let mut packed = vec![0u8; size.max(0) as usize];
+        let mut position = 0;
+        pack(
+            buf,
+            count as c_int,
+            datatype,
+            packed.as_mut_ptr().cast(),
+            size,
+            &mut position,
+            comm,
+        )?;
+        packed.truncate(position as usize);
+        Ok(packed)
+    }
+}
+
+// ---- reductions --------------------------------------------------------------------------
+
+/// `inout = input op inout`, MPI's operand order.
+///
+/// # Safety
+/// Both buffers hold `count` elements of `datatype`.
+pub unsafe fn reduce_local(
+    input: *const c_void,
+    inout: *mut c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+) -> Result<(), Code> {
+    check(PMPI_Reduce_local(input, inout, count, datatype, op))
+}
+
+pub fn op_commutative(op: MPI_Op) -> Result<bool, Code> {
+    let mut commute = 0;
+    // SAFETY: out-pointer is a valid local.
+    check(unsafe { PMPI_Op_commutative(op, &mut commute) })?;
+    Ok(commute != 0)
+}
+
+/// Sums (`max` false) or maxes `values` over `MPI_COMM_WORLD` onto rank 0.
+pub fn reduce_to_root(values: &[u64], max: bool) -> Vec<u64> {
+    let mut out = vec![0u64; values.len()];
+    let op = if max { abi().op_max } else { abi().op_sum };
+    // SAFETY: buffers match the count and MPI_UINT64_T.
+    unsafe {
+        PMPI_Reduce(
+            values.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            values.len() as c_int,
+            abi().uint64,
+            op,
+            0,
+            abi().comm_world,
+        )
+    };
+    out
+}
+
+/// The lowest rank of `MPI_COMM_WORLD` for which `mine` is true (the world size if none).
+pub fn first_rank_where(mine: bool) -> c_int {
+    let rank = comm_rank(abi().comm_world);
+    let size = comm_size(abi().comm_world);
+    let value: c_int = if mine { rank } else { size };
+    let mut first = size;
+    // SAFETY: one int each way.
+    unsafe {
+        PMPI_Allreduce(
+            &value as *const c_int as *const c_void,
+            &mut first as *mut c_int as *mut c_void,
+            1,
+            abi().int_,
+            abi().op_min,
+            abi().comm_world,
+        )
+    };
+    first
+}
+
+pub fn barrier_world() {
+    // SAFETY: plain call.
+    unsafe { PMPI_Barrier(abi().comm_world) };
+}
+
+pub fn query_thread() -> c_int {
+    let mut provided = 0;
+    // SAFETY: out-pointer is a valid local.
+    unsafe { PMPI_Query_thread(&mut provided) };
+    provided
+}
+
+pub fn abort(code: Code) {
+    // SAFETY: plain call.
+    unsafe { PMPI_Abort(abi().comm_world, code) };
+}
+
+/// The MPI-4 assertions `comm`'s info makes (none when MPI gives no info).
+pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
+    let mut info = MaybeUninit::<MPI_Info>::uninit();
+    // SAFETY: `info` is written by a successful call and freed below.
+    if unsafe { PMPI_Comm_get_info(comm, info.as_mut_ptr()) } != abi().success {
+        return Default::default();
+    }
+    // SAFETY: written by the successful call.
+    let mut info = unsafe { info.assume_init() };
+    let assertions = crate::matching::Assertions::from_info(|key| {
+        let key = std::ffi::CString::new(key).ok()?;
+        let mut value = [0 as c_char; 16];
+        let mut flag = 0;
+        // SAFETY: `value` holds 15 characters and the terminating NUL.
+        unsafe { PMPI_Info_get(info, key.as_ptr(), 15, value.as_mut_ptr(), &mut flag) };
+        // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
+        (flag != 0).then(|| {
+            unsafe { std::ffi::CStr::from_ptr(value.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    });
+    // SAFETY: the info object MPI_Comm_get_info made for us.
+    unsafe { PMPI_Info_free(&mut info) };
+    assertions
+}
+
+/// Calls made with the user's own arguments, for requests the shim has no part in: MPI fills
+/// the user's statuses and reports errors itself, and its code is returned as is.
+pub mod user {
+    use crate::ffi::*;
+    use std::os::raw::{c_int, c_void};
+
+    /// # Safety
+    /// The arguments are the user's, as passed to `MPI_Recv` (or `MPI_Recv_c`).
+    #[inline]
+    pub unsafe fn recv(
+        buf: *mut c_void,
+        count: Count,
+        datatype: MPI_Datatype,
+        source: c_int,
+        tag: c_int,
+        comm: MPI_Comm,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        #[cfg(large_count)]
+        return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+        #[cfg(not(large_count))]
+        return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+    }
+
+    /// # Safety
+    /// As for `MPI_Wait`.
+    #[inline]
+    pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+        PMPI_Wait(request, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Test`.
+    #[inline]
+    pub unsafe fn test(
+        request: *mut MPI_Request,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Test(request, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Request_get_status`.
+    pub unsafe fn request_get_status(
+        request: MPI_Request,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Request_get_status(request, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitall`.
+    pub unsafe fn waitall(
+        count: c_int,
+        requests: *mut MPI_Request,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitall(count, requests, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testall`.
+    pub unsafe fn testall(
+        count: c_int,
+        requests: *mut MPI_Request,
+        flag: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testall(count, requests, flag, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitany`.
+    pub unsafe fn waitany(
+        count: c_int,
+        requests: *mut MPI_Request,
+        index: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitany(count, requests, index, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testany`.
+    pub unsafe fn testany(
+        count: c_int,
+        requests: *mut MPI_Request,
+        index: *mut c_int,
+        flag: *mut c_int,
+        status: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testany(count, requests, index, flag, status)
+    }
+
+    /// # Safety
+    /// As for `MPI_Waitsome`.
+    pub unsafe fn waitsome(
+        count: c_int,
+        requests: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Waitsome(count, requests, outcount, indices, statuses)
+    }
+
+    /// # Safety
+    /// As for `MPI_Testsome`.
+    pub unsafe fn testsome(
+        count: c_int,
+        requests: *mut MPI_Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MPI_Status,
+    ) -> c_int {
+        PMPI_Testsome(count, requests, outcount, indices, statuses)
+    }
+}

@@ -1,0 +1,284 @@
+//! The requests the shim completes for the user, behind one generalized-request bridge.
+//!
+//! An [`Operation`] (a receive waiting in the shim's queues, a send-receive pair, a collective)
+//! stands behind a generalized request (`MPI_Grequest_start`): a real MPI handle, safe in any MPI
+//! call, whose status the one `query` callback reads from the operation's [`Completion`]. A
+//! persistent receive keeps a real persistent request that MPI knows, started by MPI while the
+//! communicator is delegated and standing for the shim's receive while it is taken over.
+//!
+//! The registry maps user handles to what stands behind them: shim operations, persistent
+//! receives, and the receives MPI matches for a delegated communicator (only counted, so the
+//! takeover policy knows how many MPI holds).
+
+use super::comm::Comm;
+use super::recv::{Persistent, RecvOp};
+use super::Runtime;
+use crate::ffi::{MPI_Request, MPI_Status};
+use crate::mpi::{self, abi, Code, HandleKey};
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+/// How an operation ended.
+#[derive(Clone, Copy)]
+pub struct Outcome {
+    pub status: MPI_Status,
+    pub err: Code,
+}
+
+/// The end of an operation, and the generalized request that tells the user about it.
+pub struct Completion {
+    inner: Mutex<(Option<Outcome>, MPI_Request)>,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Completion {
+            inner: Mutex::new((None, abi().request_null)),
+        }
+    }
+}
+
+// SAFETY: handles are plain values.
+unsafe impl Send for Completion {}
+unsafe impl Sync for Completion {}
+
+impl Completion {
+    /// Records the outcome and completes the generalized request, if any. Once only.
+    pub fn finish(&self, status: MPI_Status, err: Code) {
+        let greq = {
+            let mut inner = self.inner.lock();
+            if inner.0.is_some() {
+                return;
+            }
+            inner.0 = Some(Outcome { status, err });
+            inner.1
+        };
+        if greq != abi().request_null {
+            mpi::grequest_complete(greq);
+        }
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.inner.lock().0
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.inner.lock().0.is_some()
+    }
+}
+
+/// Something the shim completes for the user.
+pub trait Operation: Send + Sync {
+    fn completion(&self) -> &Completion;
+    /// The communicator whose progress completes it: waits look there first.
+    fn focus(&self) -> &'static Comm;
+    /// Moves on what progress does not (a send half to test); true once complete.
+    fn poll(&self) -> bool {
+        self.completion().is_done()
+    }
+    /// `MPI_Cancel`; collectives and sends cannot be cancelled, receives that have not matched
+    /// can.
+    fn cancel(&self, _rt: &Runtime) {}
+    /// The status a query gets before the operation completed (MPI asks only after).
+    fn pending_status(&self) -> MPI_Status {
+        mpi::empty_status(abi().any_source)
+    }
+}
+
+/// Starts the generalized request that represents `op` to the user. The callbacks are made
+/// for `T`, so MPI's one word of state is the `Arc` itself (no box around a wide pointer).
+pub fn start_grequest<T: Operation + 'static>(op: &Arc<T>) -> Result<MPI_Request, Code> {
+    let state = Arc::into_raw(op.clone()) as *mut c_void;
+    // SAFETY: the callbacks below interpret `state` as the `Arc<T>` leaked here; `free_fn`
+    // reclaims it.
+    match unsafe { mpi::grequest_start(query_fn::<T>, free_fn::<T>, cancel_fn::<T>, state) } {
+        Ok(request) => {
+            let completed = {
+                let mut inner = op.completion().inner.lock();
+                inner.1 = request;
+                inner.0.is_some()
+            };
+            // Finished before the request existed (a receive from MPI_PROC_NULL).
+            if completed {
+                mpi::grequest_complete(request);
+            }
+            Ok(request)
+        }
+        Err(err) => {
+            // SAFETY: MPI did not take the state.
+            unsafe { drop(Arc::from_raw(state as *const T)) };
+            Err(err)
+        }
+    }
+}
+
+unsafe fn op_of<'a, T>(state: *mut c_void) -> &'a T {
+    &*(state as *const T)
+}
+
+unsafe extern "C" fn query_fn<T: Operation>(state: *mut c_void, status: *mut MPI_Status) -> c_int {
+    let op = op_of::<T>(state);
+    *status = match op.completion().outcome() {
+        Some(outcome) => {
+            let mut status = outcome.status;
+            status.MPI_ERROR = outcome.err;
+            status
+        }
+        None => op.pending_status(),
+    };
+    abi().success
+}
+
+unsafe extern "C" fn free_fn<T>(state: *mut c_void) -> c_int {
+    drop(Arc::from_raw(state as *const T));
+    abi().success
+}
+
+/// MPI calls this only when a program cancels through `PMPI_Cancel` directly; `MPI_Cancel` is
+/// intercepted and cancels through the runtime.
+unsafe extern "C" fn cancel_fn<T: Operation>(state: *mut c_void, complete: c_int) -> c_int {
+    if complete == 0 {
+        if let Some(rt) = super::runtime() {
+            op_of::<T>(state).cancel(rt);
+        }
+    }
+    abi().success
+}
+
+/// What stands behind a user's request handle the shim knows.
+#[derive(Clone)]
+pub enum Request {
+    /// A generalized request the shim completes.
+    Op(Arc<dyn Operation>),
+    /// The user's persistent receive.
+    Persistent(Arc<Persistent>),
+    /// A receive MPI matches for a delegated communicator: MPI completes it; the shim counts it.
+    Delegated(&'static Comm),
+}
+
+impl Request {
+    /// The communicator to look at first when waiting for it.
+    pub fn focus(&self) -> &'static Comm {
+        match self {
+            Request::Op(op) => op.focus(),
+            Request::Persistent(p) => p.comm,
+            Request::Delegated(comm) => comm,
+        }
+    }
+
+    /// The shim's own operation behind the handle, if the shim completes it now; `None` where
+    /// MPI does (a delegated receive, a persistent receive MPI started, an inactive one).
+    pub fn shim_op(&self) -> Option<Arc<dyn Operation>> {
+        match self {
+            Request::Op(op) => Some(op.clone()),
+            Request::Persistent(p) => p.shim_op().map(|op| op as Arc<dyn Operation>),
+            Request::Delegated(_) => None,
+        }
+    }
+}
+
+/// The receive behind a persistent request while the shim runs it.
+impl Persistent {
+    pub fn shim_op(&self) -> Option<Arc<RecvOp>> {
+        self.current.lock().clone()
+    }
+}
+
+/// The user handles the shim knows, with what stands behind each.
+///
+/// Completion calls ask about every handle they get, most of them MPI's own; a one-word filter
+/// of the registered handles' hashes answers most of those questions without the table's lock.
+/// A bit stays set after its handle goes until the table runs empty or the filter is rebuilt
+/// (after as many removals as entries, at least a few), so the filter may say "maybe" for an unknown handle but never "no"
+/// for a known one.
+pub struct Registry {
+    table: Mutex<Table>,
+    filter: AtomicU64,
+}
+
+#[derive(Default)]
+struct Table {
+    requests: FxHashMap<usize, Request>,
+    removals: u32,
+}
+
+/// Removals between rebuilds of the filter, at least.
+const REBUILD_EVERY: u32 = 16;
+
+fn filter_bit(key: usize) -> u64 {
+    1 << ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry {
+            table: Mutex::new(Table::default()),
+            filter: AtomicU64::new(0),
+        }
+    }
+
+    pub fn insert(&self, handle: MPI_Request, request: Request) {
+        let key = handle.key();
+        let mut table = self.table.lock();
+        table.requests.insert(key, request);
+        self.filter.fetch_or(filter_bit(key), Release);
+    }
+
+    #[inline]
+    fn maybe_known(&self, key: usize) -> bool {
+        self.filter.load(Acquire) & filter_bit(key) != 0
+    }
+
+    /// True when `handle` is surely not one the shim knows.
+    #[inline]
+    pub fn surely_unknown(&self, handle: MPI_Request) -> bool {
+        !self.maybe_known(handle.key())
+    }
+
+    #[inline]
+    pub fn get(&self, handle: MPI_Request) -> Option<Request> {
+        let key = handle.key();
+        if !self.maybe_known(key) || handle == abi().request_null {
+            return None;
+        }
+        self.table.lock().requests.get(&key).cloned()
+    }
+
+    /// The known handles among `handles`, with their positions.
+    pub fn known_in(&self, handles: &[MPI_Request]) -> Vec<(usize, Request)> {
+        let filter = self.filter.load(Acquire);
+        let mut known = Vec::new();
+        if filter == 0 {
+            return known;
+        }
+        let mut table = None;
+        for (i, handle) in handles.iter().enumerate() {
+            let key = handle.key();
+            if filter & filter_bit(key) != 0 {
+                let table = table.get_or_insert_with(|| self.table.lock());
+                if let Some(request) = table.requests.get(&key) {
+                    known.push((i, request.clone()));
+                }
+            }
+        }
+        known
+    }
+
+    pub fn remove(&self, handle: MPI_Request) {
+        let mut table = self.table.lock();
+        if table.requests.remove(&handle.key()).is_none() {
+            return;
+        }
+        table.removals += 1;
+        // A rebuild reads the whole table: as many removals as entries pay for it.
+        let due = REBUILD_EVERY.max(table.requests.len().min(u32::MAX as usize) as u32);
+        if table.requests.is_empty() || table.removals >= due {
+            table.removals = 0;
+            let filter = table.requests.keys().fold(0, |f, &k| f | filter_bit(k));
+            self.filter.store(filter, Release);
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! Who matches a communicator's messages: MPI ("delegated") while its queues are short, the
+//! shim's engine ("takeover") while they are long.
+//!
+//! **Delegated**: receives and probes go to MPI with the user's arguments and MPI matches them;
+//! the shim holds no queued element of the communicator and only watches. **Takeover**: the
+//! shim drains every message that no receive posted in MPI took (a wildcard matched probe) into
+//! its engine and matches it there.
+//!
+//! Why MPI's order holds across a switch:
+//! 1. Delegated to takeover. Every receive MPI still holds was posted before any receive the
+//!    shim will queue. MPI matches an arriving message against its own posted receives before
+//!    the message can be probed, so a message that fits one of them goes to the earliest such,
+//!    which is older than every receive in the shim: what one ordered list does. A message that
+//!    fits none becomes unexpected in MPI; the drain takes MPI's unexpected messages oldest
+//!    first (per source, send order), so the engine sees them in a legal order.
+//! 2. Takeover to delegated, only when the shim holds no unexpected message of the
+//!    communicator, after its waiting receives were handed to MPI in posting order: messages
+//!    still inside MPI are younger than every message the shim had, and MPI matches the receives
+//!    handed over and those posted later in posting order.
+//! 3. The drain runs only in takeover, and a receive decides where it goes under the
+//!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a permit
+//!    that the switch to takeover waits out, so no receive reaches MPI after a message it should
+//!    get was drained. Receives of different threads racing each other have no order in MPI.
+//!
+//! The property tests of the engines check this argument on a model: MPI's own queues, the
+//! shim's engine and random switches give exactly the matches of one ordered list.
+//!
+//! With `MATCHSHIM_TAKEOVER=auto` the shim takes over when MPI's queues look deep (see
+//! [`Signals`]) and gives matching back when the shim's queues run empty after searches that
+//! stayed shallow.
+
+use super::clock::Clock;
+use crate::config::Takeover as Policy;
+use crate::mpi::{self, abi};
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Delegated = 0,
+    Takeover = 1,
+}
+
+/// MPI's search cost per queued element, both MPIs here (1.7 to 2.7 ns measured): converts a
+/// receive's extra time in MPI into the depth of the search that took it.
+const MPI_NS_PER_ELEMENT: u64 = 2;
+
+/// Every this many receive calls on a delegated communicator one is timed.
+const SAMPLE_EVERY: u32 = 16;
+
+/// One nonblocking delegated receive in this many is followed to its completion and stands
+/// for all of them in the count of receives MPI holds: following each one would cost a
+/// registry entry per receive, more than MPI's own work for a small message.
+pub const TRACK_EVERY: usize = 32;
+
+/// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
+/// preempted process only some calls.
+const DEEP_IN_A_ROW: u32 = 4;
+
+/// Self-sends timed at `MPI_Init` for [`found_floor`]; the quickest counts.
+const FLOOR_ROUNDS: usize = 16;
+
+/// MPI's cost in clock ticks of a receive call that finds its message at once with nothing
+/// else queued: a message sent to itself on a private communicator, received. A floor
+/// learned only from the program's calls never sees depth when every call searches deep (a
+/// queue received in reverse). `u64::MAX` if MPI refuses.
+pub fn found_floor(clock: &Clock) -> u64 {
+    let Ok(mut comm) = mpi::comm_duplicate_quietly(abi().comm_self) else {
+        return u64::MAX;
+    };
+    let mut floor = u64::MAX;
+    for round in 0..FLOOR_ROUNDS as i32 {
+        let (sent, mut received) = (round, -1);
+        // SAFETY: both buffers outlive the requests, which complete below.
+        unsafe {
+            let Ok(mut send) = mpi::isend(
+                &sent as *const i32 as *const c_void,
+                1,
+                abi().int_,
+                0,
+                0,
+                comm,
+            ) else {
+                break;
+            };
+            let start = clock.ticks();
+            let recv = mpi::irecv(
+                &mut received as *mut i32 as *mut c_void,
+                1,
+                abi().int_,
+                0,
+                0,
+                comm,
+            );
+            let ticks = clock.ticks() - start;
+            if let Ok(mut recv) = recv {
+                if mpi::request_done(recv) {
+                    floor = floor.min(ticks);
+                }
+                mpi::wait(&mut recv);
+            }
+            mpi::wait(&mut send);
+        }
+    }
+    mpi::comm_free(&mut comm);
+    floor
+}
+
+/// An episode that did not pay multiplies the outstanding-receive limit by this: a program
+/// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
+/// of episodes.
+const UNPAID_LIMIT_FACTOR: usize = 16;
+
+/// A communicator's mode, the signals that move it, and what the report says of it.
+pub struct Takeover {
+    mode: AtomicU8,
+    /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
+    permits: AtomicUsize,
+    /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
+    /// the followed ones tell: each counts for the receives it stands for.
+    pub outstanding: AtomicUsize,
+    /// Nonblocking receives posted delegated: the clock that picks those followed.
+    nonblocking: AtomicUsize,
+    /// Outstanding receives above which MPI's posted queue counts as deep.
+    limit: AtomicUsize,
+    /// The depth from which the shim pays (`MATCHSHIM_TAKEOVER_DEPTH`).
+    depth: u32,
+    /// Receive calls so far: the sampling and flipping clock.
+    calls: AtomicU32,
+    /// Calls left that are all timed, after a switch to delegated.
+    dense: AtomicU32,
+    /// The quickest timed receive calls, in clock ticks: MPI's cost with nothing to search, for
+    /// calls that posted a receive and for calls that found their message at once (which
+    /// moved it too).
+    fastest: [AtomicU64; 2],
+    /// Timed calls in a row whose extra time says the search was deep.
+    deep_in_row: AtomicU32,
+    /// `flip:N` wants the other mode.
+    flip_pending: AtomicU8,
+    // What the report shows.
+    pub switches: AtomicU64,
+    pub delegated_receives: AtomicUsize,
+    mode_since_ns: AtomicU64,
+    time_ns: [AtomicU64; 2],
+}
+
+/// What a receive call on a delegated communicator should do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// Go to MPI.
+    Delegate,
+    /// Go to MPI, timed: report the time with [`Takeover::timed`].
+    DelegateTimed,
+    /// Switch to takeover first.
+    TakeOver,
+}
+
+impl Takeover {
+    /// `found_floor`: MPI's cost of a receive call that finds its message with nothing else
+    /// queued (see [`found_floor`]), so that a program whose first calls already search deep
+    /// is seen to.
+    pub fn new(policy: Policy, depth: u32, now_ns: u64, found_floor: u64) -> Takeover {
+        let mode = if policy == Policy::Always {
+            Mode::Takeover
+        } else {
+            Mode::Delegated
+        };
+        Takeover {
+            mode: AtomicU8::new(mode as u8),
+            permits: AtomicUsize::new(0),
+            outstanding: AtomicUsize::new(0),
+            nonblocking: AtomicUsize::new(0),
+            limit: AtomicUsize::new(2 * depth as usize),
+            depth,
+            calls: AtomicU32::new(0),
+            dense: AtomicU32::new(4),
+            fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
+            deep_in_row: AtomicU32::new(0),
+            flip_pending: AtomicU8::new(0),
+            switches: AtomicU64::new(0),
+            delegated_receives: AtomicUsize::new(0),
+            mode_since_ns: AtomicU64::new(now_ns),
+            time_ns: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
+    /// receives' worth of the count waits for (0: the receive is not followed).
+    #[inline]
+    pub fn posted_to_mpi(&self, weight: usize, multiple: bool) {
+        add(&self.delegated_receives, 1, multiple);
+        if weight > 0 {
+            add(&self.outstanding, weight as isize, multiple);
+        }
+    }
+
+    /// A nonblocking receive goes to MPI: the weight to follow it with, [`TRACK_EVERY`] for
+    /// one in that many and 0 for the others.
+    #[inline]
+    pub fn follow_nonblocking(&self) -> usize {
+        let n = self.nonblocking.load(Relaxed).wrapping_add(1);
+        self.nonblocking.store(n, Relaxed);
+        if n.is_multiple_of(TRACK_EVERY) {
+            TRACK_EVERY
+        } else {
+            0
+        }
+    }
+
+    /// MPI completed (or the user freed) a followed receive of `weight`.
+    #[inline]
+    pub fn completed_in_mpi(&self, weight: usize, multiple: bool) {
+        add(&self.outstanding, -(weight as isize), multiple);
+    }
+
+    #[inline]
+    pub fn mode(&self) -> Mode {
+        if self.mode.load(Acquire) == Mode::Takeover as u8 {
+            Mode::Takeover
+        } else {
+            Mode::Delegated
+        }
+    }
+
+    /// Enters MPI for a delegated receive: `false` if the communicator was taken over.
+    /// At `MPI_THREAD_MULTIPLE` a permit is held until [`Takeover::leave_mpi`].
+    #[inline]
+    pub fn enter_mpi(&self, multiple: bool) -> bool {
+        if !multiple {
+            return self.mode() == Mode::Delegated;
+        }
+        self.permits.fetch_add(1, SeqCst);
+        if self.mode.load(SeqCst) == Mode::Delegated as u8 {
+            return true;
+        }
+        self.permits.fetch_sub(1, SeqCst);
+        false
+    }
+
+    #[inline]
+    pub fn leave_mpi(&self, multiple: bool) {
+        if multiple {
+            self.permits.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
+    /// receives on their way into MPI.
+    pub fn set(&self, mode: Mode, now_ns: u64) {
+        let old = self.mode();
+        if old == mode {
+            return;
+        }
+        self.mode.store(mode as u8, SeqCst);
+        if mode == Mode::Takeover {
+            while self.permits.load(SeqCst) > 0 {
+                std::hint::spin_loop();
+            }
+        } else {
+            self.dense.store(4, Relaxed);
+            self.deep_in_row.store(0, Relaxed);
+        }
+        let since = self.mode_since_ns.swap(now_ns, Relaxed);
+        self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
+        self.switches.fetch_add(1, Relaxed);
+    }
+
+    /// Time spent in each mode so far, ns.
+    pub fn time_in(&self, now_ns: u64) -> [u64; 2] {
+        let mut time = [self.time_ns[0].load(Relaxed), self.time_ns[1].load(Relaxed)];
+        time[self.mode() as usize] += now_ns.saturating_sub(self.mode_since_ns.load(Relaxed));
+        time
+    }
+
+    /// A receive call on a delegated communicator: where it goes under `policy`.
+    #[inline]
+    pub fn delegated_call(&self, policy: Policy) -> Call {
+        // Counters need no atomic increment: a lost count only shifts the sampling.
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        self.calls.store(calls, Relaxed);
+        match policy {
+            Policy::Always => Call::TakeOver,
+            Policy::Flip(n) => {
+                if calls.is_multiple_of(n) {
+                    Call::TakeOver
+                } else {
+                    Call::Delegate
+                }
+            }
+            Policy::Auto => {
+                if self.outstanding.load(Relaxed) > self.limit.load(Relaxed) {
+                    return Call::TakeOver;
+                }
+                let dense = self.dense.load(Relaxed);
+                if dense > 0 {
+                    self.dense.store(dense - 1, Relaxed);
+                    return Call::DelegateTimed;
+                }
+                if calls.is_multiple_of(SAMPLE_EVERY) {
+                    Call::DelegateTimed
+                } else {
+                    Call::Delegate
+                }
+            }
+        }
+    }
+
+    /// A receive-side call on this communicator that goes to MPI with nothing to watch:
+    /// delegated under `auto`, neither timed nor (`posting` a receive) followed, and no
+    /// takeover due; `receives`: a receive, not a probe. Counts it as
+    /// [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would; false leaves
+    /// everything as it was, for the full path to decide. Below `MPI_THREAD_MULTIPLE` only.
+    #[inline]
+    pub fn plain_delegation(&self, policy: Policy, posting: bool, receives: bool) -> bool {
+        if policy != Policy::Auto
+            || self.mode() != Mode::Delegated
+            || self.dense.load(Relaxed) > 0
+            || self.outstanding.load(Relaxed) > self.limit.load(Relaxed)
+        {
+            return false;
+        }
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        let followed = self
+            .nonblocking
+            .load(Relaxed)
+            .wrapping_add(posting as usize);
+        if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(TRACK_EVERY)) {
+            return false;
+        }
+        self.calls.store(calls, Relaxed);
+        self.nonblocking.store(followed, Relaxed);
+        if receives {
+            add(&self.delegated_receives, 1, false);
+        }
+        true
+    }
+
+    /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
+    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than the depth at
+    /// which the shim pays, against the quickest calls of the same kind. Time spent searching
+    /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
+    /// the outstanding-receive limit, which only suggests a search).
+    pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
+        let depth = self.depth as u64;
+        let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
+        // Shallow against the cheaper kind's floor: then the kind needs no asking (which
+        // may cost MPI a round of progress).
+        let posted_floor = self.fastest[0].load(Relaxed);
+        if posted_floor != u64::MAX && ticks < posted_floor.saturating_add(deep_ticks) {
+            self.deep_in_row.store(0, Relaxed);
+            return false;
+        }
+        let found = found();
+        let fastest = self.fastest[found as usize].load(Relaxed).min(ticks);
+        self.fastest[found as usize].store(fastest, Relaxed);
+        let deep = ticks - fastest >= deep_ticks;
+        let in_row = if deep {
+            self.deep_in_row.load(Relaxed) + 1
+        } else {
+            0
+        };
+        self.deep_in_row.store(in_row, Relaxed);
+        in_row >= DEEP_IN_A_ROW
+    }
+
+    /// A receive call on a taken-over communicator under `flip:N`: true every N-th call, when
+    /// matching should go back to MPI (as soon as the shim's queues allow).
+    pub fn flip_due(&self, n: u32) -> bool {
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        self.calls.store(calls, Relaxed);
+        if calls.is_multiple_of(n) {
+            self.flip_pending.store(1, Relaxed);
+        }
+        self.flip_pending.load(Relaxed) != 0
+    }
+
+    pub fn flip_done(&self) {
+        self.flip_pending.store(0, Relaxed);
+    }
+
+    /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
+    /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
+    /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
+    /// start back to `2·depth` receives outstanding or `depth` elements searched.
+    pub fn episode_ended(&self, paid: bool, depth: u32) {
+        let base = 2 * depth as usize;
+        let limit = if paid {
+            base
+        } else {
+            (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16)
+        };
+        self.limit.store(limit, Relaxed);
+    }
+}
+
+/// Adds to a counter: atomically only where threads may race (`MPI_THREAD_MULTIPLE`), since an
+/// atomic add costs some twenty cycles on the path of every receive.
+#[inline]
+fn add(counter: &AtomicUsize, delta: isize, multiple: bool) {
+    if multiple {
+        if delta >= 0 {
+            counter.fetch_add(delta as usize, Relaxed);
+        } else {
+            counter.fetch_sub(delta.unsigned_abs(), Relaxed);
+        }
+    } else {
+        counter.store(counter.load(Relaxed).wrapping_add_signed(delta), Relaxed);
+    }
+}
+
+/// The list-equivalent search depth of the shim's matches while it has taken over: how many
+/// older elements a single ordered list would pass. It tells whether the takeover pays.
+#[derive(Default)]
+pub struct Signals {
+    /// Exponential mean of the depths, 1/16 weight for the newest.
+    mean: f64,
+    /// The highest mean of this episode.
+    peak: f64,
+    /// Matches seen this episode.
+    seen: u64,
+}
+
+impl Signals {
+    pub fn observe(&mut self, depth: u64) {
+        self.mean += (depth as f64 - self.mean) / 16.0;
+        self.peak = self.peak.max(self.mean);
+        self.seen += 1;
+    }
+
+    /// Searches, once there were any, stay below half the depth at which the shim pays
+    /// (right after a takeover the shim's queues are empty only because nothing was drained
+    /// yet).
+    pub fn shallow(&self, depth: u32) -> bool {
+        self.seen > 0 && self.mean < depth as f64 / 2.0
+    }
+
+    /// The episode reached the depth at which the shim pays.
+    pub fn paid(&self, depth: u32) -> bool {
+        self.peak >= depth as f64 / 2.0
+    }
+
+    pub fn reset(&mut self) {
+        *self = Signals::default();
+    }
+}
+
+/// Elements in arrival (or posting) order, for list-equivalent depths: an element's depth is
+/// how many elements older than it were still queued, counting those removed out of order
+/// until everything older than them is gone too (an estimate from above, cheap and exact for
+/// in-order and reverse-order traffic).
+#[derive(Default)]
+pub struct Order {
+    front: u64,
+    live: std::collections::VecDeque<bool>,
+}
+
+impl Order {
+    /// Adds an element; its sequence number.
+    pub fn push(&mut self) -> u64 {
+        self.live.push_back(true);
+        self.front + self.live.len() as u64 - 1
+    }
+
+    /// Removes element `seq`; the number of elements ahead of it.
+    pub fn remove(&mut self, seq: u64) -> u64 {
+        let depth = seq - self.front;
+        if let Some(slot) = self.live.get_mut(depth as usize) {
+            *slot = false;
+        }
+        while self.live.front() == Some(&false) {
+            self.live.pop_front();
+            self.front += 1;
+        }
+        depth
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_gives_list_depths_for_in_order_and_reverse_removal() {
+        let mut order = Order::default();
+        let seqs: Vec<u64> = (0..5).map(|_| order.push()).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4]);
+        let reverse: Vec<u64> = seqs.iter().rev().map(|&s| order.remove(s)).collect();
+        assert_eq!(reverse, [4, 3, 2, 1, 0]);
+        let seqs: Vec<u64> = (0..3).map(|_| order.push()).collect();
+        let in_order: Vec<u64> = seqs.iter().map(|&s| order.remove(s)).collect();
+        assert_eq!(in_order, [0, 0, 0]);
+    }
+
+    #[test]
+    fn order_counts_out_of_order_removals_until_the_front_goes() {
+        let mut order = Order::default();
+        let s: Vec<u64> = (0..4).map(|_| order.push()).collect();
+        assert_eq!(order.remove(s[1]), 1);
+        // s[1] is gone but s[0] still holds the front: an estimate from above.
+        assert_eq!(order.remove(s[2]), 2);
+        assert_eq!(order.remove(s[0]), 0);
+        assert_eq!(order.remove(s[3]), 0);
+    }
+
+    #[test]
+    fn deep_timed_calls_in_a_row_ask_for_takeover() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
+        assert!(!t.timed(100, 1.0, || false));
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(
+            !t.timed(150, 1.0, || false),
+            "a shallow call breaks the row"
+        );
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(t.timed(deep, 1.0, || false));
+        assert!(
+            !t.timed(deep / 2, 2.0, || false),
+            "the same time at twice the rate is shallow"
+        );
+        t.episode_ended(false, 64);
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(
+            t.timed(deep, 1.0, || false),
+            "time spent searching is MPI's cost: a takeover that did not pay changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_queue_received_in_reverse_from_the_first_call_is_deep_against_the_found_floor() {
+        let t = Takeover::new(Policy::Auto, 64, 0, 100);
+        // Each call finds its message, each searching a little less deep than the one before.
+        let depths = [4096, 4080, 4064, 4048];
+        for (i, depth) in depths.iter().enumerate() {
+            let asked = t.timed(100 + depth * MPI_NS_PER_ELEMENT, 1.0, || true);
+            assert_eq!(asked, i + 1 == depths.len());
+        }
+    }
+
+    #[test]
+    fn calls_that_found_their_message_are_compared_among_themselves() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(!t.timed(100, 1.0, || false));
+        // Moving the message costs more than posting a receive: not a deeper search.
+        for _ in 0..2 * DEEP_IN_A_ROW {
+            assert!(!t.timed(100 + 200 * MPI_NS_PER_ELEMENT, 1.0, || true));
+        }
+        // Shallow against the posted floor: the kind is not asked for.
+        assert!(!t.timed(110, 1.0, || unreachable!("asked")));
+    }
+
+    #[test]
+    fn many_outstanding_receives_ask_for_takeover_and_episodes_move_the_limit() {
+        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(16, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
+        t.outstanding.store(17, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.episode_ended(false, 8);
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
+        assert!(
+            t.delegated_call(Policy::Auto) != Call::TakeOver,
+            "limit now 16 times higher"
+        );
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR + 1, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.outstanding.store(17, Relaxed);
+        t.episode_ended(true, 8);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+    }
+
+    #[test]
+    fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(
+            !t.plain_delegation(Policy::Auto, false, true),
+            "timed after creation"
+        );
+        t.dense.store(0, Relaxed);
+        let total = SAMPLE_EVERY as usize * TRACK_EVERY;
+        let (mut full, mut timed, mut followed) = (0, 0, 0);
+        for _ in 0..total {
+            if t.plain_delegation(Policy::Auto, true, true) {
+                continue;
+            }
+            // What the full path then does with the same call.
+            full += 1;
+            if t.delegated_call(Policy::Auto) == Call::DelegateTimed {
+                timed += 1;
+            }
+            if t.follow_nonblocking() > 0 {
+                followed += 1;
+            }
+        }
+        assert_eq!(timed, total / SAMPLE_EVERY as usize);
+        assert_eq!(followed, total / TRACK_EVERY);
+        assert_eq!(t.delegated_receives.load(Relaxed), total - full);
+        for policy in [Policy::Always, Policy::Flip(3)] {
+            assert!(!t.plain_delegation(policy, false, true));
+        }
+        t.outstanding.store(1 << 20, Relaxed);
+        assert!(!t.plain_delegation(Policy::Auto, false, false));
+    }
+
+    #[test]
+    fn switches_are_counted_with_time_per_mode() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        t.set(Mode::Takeover, 100);
+        t.set(Mode::Takeover, 150);
+        t.set(Mode::Delegated, 400);
+        assert_eq!(t.switches.load(Relaxed), 2);
+        assert_eq!(t.time_in(1000), [100 + 600, 300]);
+    }
+
+    #[test]
+    fn signals_say_whether_an_episode_paid() {
+        let mut s = Signals::default();
+        assert!(!s.shallow(64), "nothing seen yet");
+        for _ in 0..64 {
+            s.observe(200);
+        }
+        assert!(s.paid(64) && !s.shallow(64));
+        for _ in 0..200 {
+            s.observe(0);
+        }
+        assert!(s.shallow(64) && s.paid(64));
+        s.reset();
+        assert!(!s.paid(64));
+    }
+}

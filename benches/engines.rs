@@ -18,8 +18,8 @@
 //! (`interleaved`, `depth`, `memory`, `queues`, `gpu_tiers`, `assertions`) make only those.
 
 use criterion::measurement::{Measurement, ValueFormatter};
-use matchshim_core::matching::gpu::{GpuEngine, Tiers};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
+use matchshim_core::matching::gpu::{GpuEngine, Tiers};
 use matchshim_core::matching::{
     build_engine, Assertions, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId,
     Pattern, SearchStats, ANY_SOURCE,

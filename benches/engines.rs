@@ -1,20 +1,28 @@
-//! Matches per second of every engine for queue lengths 1 to 4096 (65536 for the engines that
-//! stay fast there) and five arrival orders, then heap bytes per engine at 4096 queued elements
-//! and queues allocated at a gather's root. Times are CPU time of the measuring thread.
+//! Matches per second of every engine for queue lengths 1 to 4096 (65536 for the engines that do
+//! not search a list as long as the queue) in eight orders; then, from the same run, an
+//! interleaved table of ns per match, the search depth of every engine on every workload, heap
+//! bytes per queued element, and the queues allocated at a gather's root. Times are CPU time of
+//! the measuring thread.
 //!
-//! One iteration posts `len` receives and lets their `len` messages arrive, so it is `len`
-//! matches and leaves the engine empty; the engine lives on across iterations, as it does in a
-//! run. `batch` and `gpu` take the arrivals as one burst, `batch/1` one by one. Without a
-//! device `gpu` is `bins`; `gpu/mirror` is its CPU tier as it runs beside a device (keeping
-//! the mapped mirror), `gpu/kernels` runs every burst through the kernels' host build. A last
-//! table sets these tiers against `bins` from 64 to 65536 queued elements.
+//! One iteration posts `len` receives and lets their `len` messages arrive (or the other way
+//! round), so it is `len` matches and leaves the engine empty; the engine lives on across
+//! iterations, as it does in a run. `batch` and `gpu` take the arrivals as one burst, `batch/1`
+//! one by one. Without a device `gpu` is `bins`; `gpu/mirror` is its CPU tier as it runs beside
+//! a device (keeping the mapped mirror), `gpu/kernels` runs every burst through the kernels'
+//! host build. Two more tables set these tiers against `bins` from 64 to 65536 queued elements,
+//! and show what a communicator's MPI-4 assertions save.
+//!
+//! Environment: `BENCH_PART` = `all` (default), `rates` (criterion only) or `tables`;
+//! `BENCH_ENGINES` = engine names, comma-separated, for the tables (default: all);
+//! `BENCH_ROUNDS` = rounds of the interleaved tables (default 25). Arguments naming tables
+//! (`interleaved`, `depth`, `memory`, `queues`, `gpu_tiers`, `assertions`) make only those.
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
 use matchshim_core::matching::gpu::{GpuEngine, Tiers};
 use matchshim_core::matching::{
     build_engine, Assertions, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId,
-    Pattern, ANY_SOURCE,
+    Pattern, SearchStats, ANY_SOURCE,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,8 +134,8 @@ impl ValueFormatter for Nanoseconds {
 }
 
 const LENGTHS: [usize; 4] = [1, 16, 256, 4096];
-/// Also measured at 65536 elements in the first three orders: the engines that do not search a
-/// list as long as the queue there.
+/// Also measured at 65536 elements: the engines that do not search a list as long as the queue
+/// (the others would take seconds per iteration).
 const LONG: usize = 65536;
 const LONG_ENGINES: [&str; 9] = [
     "rank",
@@ -140,7 +148,7 @@ const LONG_ENGINES: [&str; 9] = [
     "gpu/mirror",
     "gpu/kernels",
 ];
-/// Ranks sending in the first four orders.
+/// Ranks sending in the keyed orders.
 const RANKS: usize = 64;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -154,15 +162,31 @@ enum Order {
     /// √len ranks send √len messages each to the root, which posted its receives rank by rank;
     /// the messages come round-robin over the ranks.
     Gather,
+    /// One rank sends every message, tags in reverse order: one neighbour, many outstanding
+    /// receives.
+    OneSource,
+    /// FDS's hot spot (`ci/bench/coll.c hotspot`): √len ranks send √len − 1 point-to-point
+    /// messages each to a root that posted their receives in the opposite order, then one
+    /// gather message each.
+    Hotspot,
+    /// Random order, messages first: every receive searches the unexpected messages.
+    Unexpected,
 }
 
-const ORDERS: [(Order, &str); 5] = [
+const ORDERS: [(Order, &str); 8] = [
     (Order::Posting, "in-order"),
     (Order::Reverse, "reverse"),
     (Order::Random, "random"),
     (Order::Wildcards, "10%-wildcard"),
     (Order::Gather, "gather"),
+    (Order::OneSource, "one-source"),
+    (Order::Hotspot, "hotspot"),
+    (Order::Unexpected, "unexpected"),
 ];
+
+fn order_name(order: Order) -> &'static str {
+    ORDERS.iter().find(|o| o.0 == order).unwrap().1
+}
 
 fn p2p(source: i32, tag: i32) -> Pattern {
     Pattern {
@@ -194,6 +218,49 @@ struct Workload {
     comm_size: usize,
     posts: Vec<Pattern>,
     arrivals: Vec<(Envelope, MsgId)>,
+    /// Messages arrive before their receives are posted.
+    unexpected: bool,
+}
+
+/// A root's receives from √len ranks, √len per rank, posted rank by rank, and the same
+/// elements sent round-robin over the ranks: (communicator size, posts, sent).
+fn gather(len: usize) -> (usize, Vec<Pattern>, Vec<Pattern>) {
+    let ranks = (len as f64).sqrt().ceil() as usize;
+    let each = len / ranks;
+    let posts = (0..ranks * each)
+        .map(|i| p2p((i / each) as i32, (i % each) as i32))
+        .collect();
+    let sent = (0..ranks * each)
+        .map(|i| p2p((i % ranks) as i32, (i / ranks) as i32))
+        .collect();
+    (ranks.max(2), posts, sent)
+}
+
+/// FDS's hot spot at a root, for √len ranks: point-to-point receives posted from the last rank
+/// and tag down, a gather's receives rank by rank; each rank's messages come tag up, then its
+/// gather message.
+fn hotspot(len: usize) -> (usize, Vec<Pattern>, Vec<Pattern>) {
+    let ranks = (len as f64).sqrt().ceil() as usize;
+    let tags = (len / ranks).max(1) - 1;
+    let gather = Class::Collective {
+        kind: 3,
+        size_class: 0,
+    };
+    let mut posts = Vec::new();
+    for source in (0..ranks).rev() {
+        posts.extend((0..tags).rev().map(|tag| p2p(source as i32, tag as i32)));
+    }
+    let collective = |source: usize| Pattern {
+        class: gather,
+        ..p2p(source as i32, 0)
+    };
+    posts.extend((0..ranks).map(collective));
+    let mut sent = Vec::new();
+    for source in 0..ranks {
+        sent.extend((0..tags).map(|tag| p2p(source as i32, tag as i32)));
+        sent.push(collective(source));
+    }
+    (ranks.max(2), posts, sent)
 }
 
 fn workload(order: Order, len: usize) -> Workload {
@@ -202,16 +269,11 @@ fn workload(order: Order, len: usize) -> Workload {
         .map(|i| p2p((i % RANKS) as i32, i as i32))
         .collect();
     let (comm_size, posts, mut sent) = match order {
-        Order::Gather => {
-            let ranks = (len as f64).sqrt().ceil() as usize;
-            let each = len / ranks;
-            let posts: Vec<Pattern> = (0..ranks * each)
-                .map(|i| p2p((i / each) as i32, (i % each) as i32))
-                .collect();
-            let sent = (0..ranks * each)
-                .map(|i| p2p((i % ranks) as i32, (i / ranks) as i32))
-                .collect();
-            (ranks.max(2), posts, sent)
+        Order::Gather => gather(len),
+        Order::Hotspot => hotspot(len),
+        Order::OneSource => {
+            let posts: Vec<Pattern> = (0..len).map(|tag| p2p(1, tag as i32)).collect();
+            (RANKS, posts.clone(), posts)
         }
         Order::Wildcards => {
             let posts = keyed
@@ -230,19 +292,22 @@ fn workload(order: Order, len: usize) -> Workload {
         _ => (RANKS, keyed.clone(), keyed),
     };
     match order {
-        Order::Reverse => sent.reverse(),
-        Order::Random | Order::Wildcards => shuffle(&mut sent, 0x9e37_79b9_7f4a_7c15),
-        Order::Posting | Order::Gather => {}
+        Order::Reverse | Order::OneSource => sent.reverse(),
+        Order::Random | Order::Wildcards | Order::Unexpected => {
+            shuffle(&mut sent, 0x9e37_79b9_7f4a_7c15)
+        }
+        Order::Posting | Order::Gather | Order::Hotspot => {}
     }
     let arrivals = sent
         .iter()
         .enumerate()
-        .map(|(i, p)| (envelope(p), (len + i) as MsgId))
+        .map(|(i, p)| (envelope(p), (posts.len() + i) as MsgId))
         .collect();
     Workload {
         comm_size,
         posts,
         arrivals,
+        unexpected: order == Order::Unexpected,
     }
 }
 
@@ -273,6 +338,16 @@ fn build(kind: EngineKind, name: &str, comm_size: usize) -> Box<dyn MatchEngine>
     }
 }
 
+/// The engines of the tables: `BENCH_ENGINES` if set.
+fn chosen_engines() -> Vec<(EngineKind, String, bool)> {
+    let wanted = std::env::var("BENCH_ENGINES").unwrap_or_default();
+    let wanted: Vec<&str> = wanted.split(',').filter(|s| !s.is_empty()).collect();
+    engines()
+        .into_iter()
+        .filter(|e| wanted.is_empty() || wanted.contains(&e.1.as_str()))
+        .collect()
+}
+
 fn params(comm_size: usize) -> EngineParams {
     EngineParams {
         comm_size,
@@ -280,13 +355,10 @@ fn params(comm_size: usize) -> EngineParams {
     }
 }
 
-/// Posts every receive, then lets every message arrive: `len` matches.
-fn run(engine: &mut dyn MatchEngine, work: &Workload, burst: bool) {
+/// Lets every message arrive: as one burst or one by one.
+fn arrive_all(engine: &mut dyn MatchEngine, work: &Workload, burst: bool) {
     thread_local! {
         static MATCHED: std::cell::RefCell<Vec<Option<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    for (id, &want) in work.posts.iter().enumerate() {
-        black_box(engine.post(want, id as u64));
     }
     if burst {
         MATCHED.with_borrow_mut(|matched| {
@@ -301,14 +373,26 @@ fn run(engine: &mut dyn MatchEngine, work: &Workload, burst: bool) {
     }
 }
 
+/// Posts every receive and lets every message arrive, in the workload's order: `len` matches.
+fn run(engine: &mut dyn MatchEngine, work: &Workload, burst: bool) {
+    if work.unexpected {
+        arrive_all(engine, work, burst);
+    }
+    for (id, &want) in work.posts.iter().enumerate() {
+        black_box(engine.post(want, id as u64));
+    }
+    if !work.unexpected {
+        arrive_all(engine, work, burst);
+    }
+}
+
 fn matching_rate(c: &mut Criterion<CpuTime>) {
     for (order, order_name) in ORDERS {
         let mut group = c.benchmark_group(order_name);
         group.sampling_mode(SamplingMode::Flat);
-        let long = matches!(order, Order::Posting | Order::Reverse | Order::Random);
-        for len in LENGTHS.into_iter().chain(long.then_some(LONG)) {
+        for len in LENGTHS.into_iter().chain([LONG]) {
             let work = workload(order, len);
-            group.throughput(Throughput::Elements(len as u64));
+            group.throughput(Throughput::Elements(work.posts.len() as u64));
             let measured = engines()
                 .into_iter()
                 .filter(|(_, name, _)| len < LONG || LONG_ENGINES.contains(&name.as_str()));
@@ -325,27 +409,96 @@ fn matching_rate(c: &mut Criterion<CpuTime>) {
     }
 }
 
-/// Heap bytes of an engine holding 4096 posted receives, and one holding 4096 unexpected
-/// messages (random order, 64 ranks).
+/// Heap bytes per queued element of each engine holding `len` posted receives, and `len`
+/// unexpected messages (random order, 64 ranks).
 fn memory() {
-    let work = workload(Order::Random, 4096);
-    println!("\n| engine | bytes, 4096 posted | bytes, 4096 unexpected |");
-    println!("|---|---:|---:|");
+    println!("\n## Memory: heap bytes per queued element (random order, 64 ranks)\n");
+    println!("| engine | 4096 posted | 4096 unexpected | 65536 posted | 65536 unexpected |");
+    println!("|---|---:|---:|---:|---:|");
+    let works = [workload(Order::Random, 4096), workload(Order::Random, LONG)];
     for &kind in EngineKind::ALL {
-        let before = LIVE.load(Ordering::Relaxed);
-        let mut posted = build_engine(kind, &params(work.comm_size));
-        for (id, &want) in work.posts.iter().enumerate() {
-            posted.post(want, id as u64);
+        let mut row = format!("| {} |", kind.name());
+        for work in &works {
+            let before = LIVE.load(Ordering::Relaxed);
+            let mut posted = build_engine(kind, &params(work.comm_size));
+            for (id, &want) in work.posts.iter().enumerate() {
+                posted.post(want, id as u64);
+            }
+            let posted_bytes = LIVE.load(Ordering::Relaxed) - before;
+            drop(posted);
+            let before = LIVE.load(Ordering::Relaxed);
+            let mut arrived = build_engine(kind, &params(work.comm_size));
+            for &(env, msg) in &work.arrivals {
+                arrived.arrive(env, msg);
+            }
+            let arrived_bytes = LIVE.load(Ordering::Relaxed) - before;
+            let len = work.posts.len() as f64;
+            row += &format!(
+                " {:.1} | {:.1} |",
+                posted_bytes as f64 / len,
+                arrived_bytes as f64 / len
+            );
         }
-        let posted_bytes = LIVE.load(Ordering::Relaxed) - before;
-        drop(posted);
-        let before = LIVE.load(Ordering::Relaxed);
-        let mut arrived = build_engine(kind, &params(work.comm_size));
-        for &(env, msg) in &work.arrivals {
-            arrived.arrive(env, msg);
+        println!("{row}");
+    }
+}
+
+/// The searches of the queue a workload searches, both traffic types.
+fn searched(engine: &dyn MatchEngine, unexpected: bool) -> SearchStats {
+    let mut traffic = engine.stats().point_to_point;
+    traffic.merge(&engine.stats().collective);
+    if unexpected {
+        traffic.umq
+    } else {
+        traffic.prq
+    }
+}
+
+/// Mean elements inspected per search of the queue each workload searches (posted receives,
+/// or unexpected messages for `unexpected`), at 4096 and 65536 elements, in a second run of
+/// the workload, and how far the default engine is from `bins`.
+fn depth() {
+    let kinds: Vec<EngineKind> = chosen_engines()
+        .into_iter()
+        .filter(|e| !e.2)
+        .map(|e| e.0)
+        .collect();
+    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    println!("\n## Search depth: mean elements inspected per search\n");
+    println!(
+        "| workload | length | {} | col+pnp / bins |",
+        names.join(" | ")
+    );
+    println!("|---|---:|{}---:|", "---:|".repeat(kinds.len()));
+    for len in [4096, LONG] {
+        for (order, name) in ORDERS {
+            let work = workload(order, len);
+            let mut means = Vec::new();
+            let mut cells = Vec::new();
+            for &kind in &kinds {
+                if len == LONG && !LONG_ENGINES.contains(&kind.name()) {
+                    means.push(f64::NAN);
+                    cells.push("–".to_string());
+                    continue;
+                }
+                // The second run: engines that profile or grow are past their first one.
+                let mut engine = build_engine(kind, &params(work.comm_size));
+                run(engine.as_mut(), &work, false);
+                let first = searched(engine.as_ref(), work.unexpected);
+                run(engine.as_mut(), &work, false);
+                let all = searched(engine.as_ref(), work.unexpected);
+                let mean = (all.depth_total - first.depth_total) as f64
+                    / (all.searches - first.searches).max(1) as f64;
+                means.push(mean);
+                cells.push(format!("{mean:.2}"));
+            }
+            let of = |kind: EngineKind| kinds.iter().position(|&k| k == kind).map(|i| means[i]);
+            let ratio = match (of(EngineKind::ColPnp), of(EngineKind::Bins)) {
+                (Some(default), Some(bins)) => format!("{:.2}×", default / bins),
+                _ => "–".to_string(),
+            };
+            println!("| {name} | {len} | {} | {ratio} |", cells.join(" | "));
         }
-        let arrived_bytes = LIVE.load(Ordering::Relaxed) - before;
-        println!("| {} | {posted_bytes} | {arrived_bytes} |", kind.name());
     }
 }
 
@@ -359,7 +512,8 @@ fn queues() {
         EngineKind::Col,
         EngineKind::ColPnp,
     ];
-    println!("\n| n | 16·√n | traffic | rank | pnp | col | col+pnp |");
+    println!("\n## Queues allocated at a gather's root\n");
+    println!("| n | 16·√n | traffic | rank | pnp | col | col+pnp |");
     println!("|---:|---:|---|---:|---:|---:|---:|");
     for n in [64usize, 256, 1024, 4096] {
         for (class, traffic) in [
@@ -400,54 +554,52 @@ fn queues() {
     }
 }
 
-/// The target cases once more, every engine in turn over 25 short rounds, keeping each engine's
-/// best round: on a shared machine this compares engines under the same load, which separate
-/// criterion runs cannot, and short rounds give every engine a chance at the machine's quiet
-/// moments and at a good placement of its memory.
-fn interleaved() {
-    const ROUNDS: usize = 25;
-    let cases = [
-        (Order::Posting, 1),
-        (Order::Posting, 16),
-        (Order::Posting, 4096),
-        (Order::Reverse, 256),
-        (Order::Reverse, 4096),
-        (Order::Random, 4096),
-        (Order::Wildcards, 4096),
-        (Order::Gather, 4096),
-    ];
-    let all = engines();
-    println!("\nns per match, best of {ROUNDS} interleaved rounds (speedup over list)\n");
+/// ns per match of `engines` on each case, every engine in turn over short rounds, keeping each
+/// engine's best round: on a shared machine this compares engines under the same load, which
+/// separate criterion runs cannot, and short rounds give every engine a chance at the machine's
+/// quiet moments and at a good placement of its memory. Cells give the speedup over the
+/// engine named `baseline`.
+fn interleaved(
+    title: &str,
+    cases: &[(Order, usize)],
+    engines: &[(EngineKind, String, bool)],
+    baseline: &str,
+) {
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(25);
+    let base = engines.iter().position(|e| e.1 == baseline);
+    println!("\n## {title}: ns per match, best of {rounds} interleaved rounds (speedup over {baseline})\n");
     println!(
         "| order | length | {} |",
-        all.iter()
+        engines
+            .iter()
             .map(|e| e.1.as_str())
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    println!("|---|---:|{}", "---:|".repeat(all.len()));
-    for (order, len) in cases {
+    println!("|---|---:|{}", "---:|".repeat(engines.len()));
+    for &(order, len) in cases {
         let work = workload(order, len);
-        let build = |kind: EngineKind, name: &str| build(kind, name, work.comm_size);
         // About 5 ms of work per engine and round, from one timed run.
-        let iterations: Vec<u64> = all
+        let iterations: Vec<u64> = engines
             .iter()
             .map(|(kind, name, burst)| {
-                let (kind, burst) = (*kind, *burst);
-                let mut engine = build(kind, name);
+                let mut engine = build(*kind, name, work.comm_size);
                 let start = thread_ns();
-                run(engine.as_mut(), &work, burst);
+                run(engine.as_mut(), &work, *burst);
                 (5_000_000 / (thread_ns() - start).max(1)).max(1)
             })
             .collect();
-        let mut best = vec![f64::MAX; all.len()];
-        for _ in 0..ROUNDS {
-            for (e, (kind, name, burst)) in all.iter().enumerate() {
+        let mut best = vec![f64::MAX; engines.len()];
+        for _ in 0..rounds {
+            for (e, (kind, name, burst)) in engines.iter().enumerate() {
                 let (kind, burst) = (*kind, *burst);
                 // A new engine each round, warmed by one untimed run: where the allocator puts
                 // its arrays changes its speed, and the best round takes the placement that
-                // suits each engine, list included.
-                let mut engine = build(kind, name);
+                // suits each engine, the baseline included.
+                let mut engine = build(kind, name, work.comm_size);
                 run(engine.as_mut(), &work, burst);
                 let start = thread_ns();
                 for _ in 0..iterations[e] {
@@ -457,42 +609,77 @@ fn interleaved() {
                 best[e] = best[e].min(ns);
             }
         }
-        let name = ORDERS.iter().find(|o| o.0 == order).unwrap().1;
+        let matches = work.posts.len() as f64;
         let cells: Vec<String> = best
             .iter()
-            .map(|&ns| format!("{:.1} ({:.2}×)", ns / len as f64, best[0] / ns))
+            .map(|&ns| match base {
+                Some(b) => format!("{:.1} ({:.2}×)", ns / matches, best[b] / ns),
+                None => format!("{:.1}", ns / matches),
+            })
             .collect();
-        println!("| {name} | {len} | {} |", cells.join(" | "));
+        println!("| {} | {len} | {} |", order_name(order), cells.join(" | "));
     }
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .with_measurement(CpuTime)
-        .warm_up_time(Duration::from_millis(100))
-        .measurement_time(Duration::from_millis(300))
-        .sample_size(10)
-        .configure_from_args();
-    matching_rate(&mut c);
-    c.final_summary();
-    // The tables take seconds: a run for a few benchmarks (any argument but flags) makes only
-    // the tables it names.
+    // Arguments but flags name tables, or criterion benchmarks (then no table is made).
     let named: Vec<String> = std::env::args()
         .skip(1)
         .filter(|arg| !arg.starts_with('-'))
         .collect();
-    let tables: [(&str, fn()); 5] = [
-        ("interleaved", interleaved),
+    let tables: [(&str, fn()); 6] = [
+        ("interleaved", interleaved_tables),
+        ("depth", depth),
         ("memory", memory),
         ("queues", queues),
         ("gpu_tiers", gpu_tiers),
         ("assertions", assertions),
     ];
+    let only_tables = !named.is_empty() && named.iter().all(|n| tables.iter().any(|t| t.0 == n));
+    let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".to_string());
+    if part != "tables" && !only_tables {
+        let mut c = Criterion::default()
+            .with_measurement(CpuTime)
+            .warm_up_time(Duration::from_millis(100))
+            .measurement_time(Duration::from_millis(300))
+            .sample_size(10)
+            .configure_from_args();
+        matching_rate(&mut c);
+        c.final_summary();
+    }
+    if part == "rates" || (!named.is_empty() && !only_tables) {
+        return;
+    }
     for (name, table) in tables {
         if named.is_empty() || named.iter().any(|n| n == name) {
             table();
         }
     }
+}
+
+fn interleaved_tables() {
+    let all = chosen_engines();
+    let short = [
+        (Order::Posting, 1),
+        (Order::Posting, 16),
+        (Order::Posting, 4096),
+        (Order::Reverse, 256),
+        (Order::Reverse, 4096),
+        (Order::Random, 4096),
+        (Order::Wildcards, 4096),
+        (Order::Gather, 4096),
+        (Order::OneSource, 2000),
+        (Order::Hotspot, 4096),
+        (Order::Unexpected, 4096),
+    ];
+    interleaved("Interleaved, up to 4096 elements", &short, &all, "list");
+    let long: Vec<_> = all
+        .iter()
+        .filter(|e| LONG_ENGINES.contains(&e.1.as_str()))
+        .cloned()
+        .collect();
+    let long_cases: Vec<(Order, usize)> = ORDERS.iter().map(|&(order, _)| (order, LONG)).collect();
+    interleaved("Interleaved, 65536 elements", &long_cases, &long, "bins");
 }
 
 type Make<'a> = Box<dyn Fn() -> Box<dyn MatchEngine> + 'a>;
@@ -624,7 +811,7 @@ fn assertions() {
                 .iter()
                 .map(|ns| format!("{ns:.1}"))
                 .collect();
-            let name = ORDERS.iter().find(|o| o.0 == order).unwrap().1;
+            let name = order_name(order);
             println!("| {} | {name} | {} |", kind.name(), cells.join(" | "));
         }
     }

@@ -1,6 +1,6 @@
 //! Settings read once from the environment at `MPI_Init`.
 
-use crate::matching::{EngineKind, EngineParams};
+use crate::matching::{EngineKind, EngineParams, Simd};
 use std::path::PathBuf;
 
 #[derive(Clone, Debug)]
@@ -73,6 +73,7 @@ pub const KNOWN: &[&str] = &[
     "MATCHSHIM_K",
     "MATCHSHIM_KC",
     "MATCHSHIM_KP",
+    "MATCHSHIM_SIMD",
     "MATCHSHIM_COLL",
     "MATCHSHIM_REPORT",
     "MATCHSHIM_VERBOSE",
@@ -90,6 +91,18 @@ fn positive(name: &str, value: &str) -> Result<usize, String> {
         .ok()
         .filter(|&n| n > 0)
         .ok_or_else(|| bad_value(name, value, "a positive integer"))
+}
+
+/// `auto` (the widest this CPU has) or a width this CPU has.
+fn simd(name: &str, value: &str) -> Result<Simd, String> {
+    if value == "auto" {
+        return Ok(Simd::detect());
+    }
+    let names: Vec<&str> = Simd::available_all().map(Simd::name).collect();
+    let accepted = format!("auto, {} (the widths this CPU has)", names.join(", "));
+    Simd::parse(value)
+        .filter(|simd| simd.available())
+        .ok_or_else(|| bad_value(name, value, &accepted))
 }
 
 impl Config {
@@ -119,6 +132,7 @@ impl Config {
                 "MATCHSHIM_K" => k = Some(positive(&name, &value)?),
                 "MATCHSHIM_KC" => k_c = Some(positive(&name, &value)?),
                 "MATCHSHIM_KP" => k_p = Some(positive(&name, &value)?),
+                "MATCHSHIM_SIMD" => config.params.simd = simd(&name, &value)?,
                 "MATCHSHIM_ENGINE" => {
                     config.engine = EngineKind::parse(&value)
                         .ok_or_else(|| bad_value(&name, &value, &EngineKind::accepted()))?;
@@ -279,6 +293,21 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn vector_width_is_chosen_among_those_of_this_cpu() {
+        let read = |value: &str| Config::from_vars(vars(&[("MATCHSHIM_SIMD", value)]));
+        assert_eq!(read("auto").unwrap().params.simd, Simd::detect());
+        assert_eq!(read("portable").unwrap().params.simd, Simd::Portable);
+        for simd in Simd::ALL {
+            match read(simd.name()) {
+                Ok(config) => assert!(simd.available() && config.params.simd == simd),
+                Err(err) => assert!(!simd.available() && err.contains("MATCHSHIM_SIMD")),
+            }
+        }
+        let err = read("avx1024").unwrap_err();
+        assert!(err.contains("MATCHSHIM_SIMD") && err.contains("auto") && err.contains("portable"));
     }
 
     #[test]

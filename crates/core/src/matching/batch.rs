@@ -5,7 +5,7 @@
 //! reduce takes the lowest set bit of `vote & live`.
 
 use super::{
-    Class, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId, ANY_SOURCE, ANY_TAG,
+    Class, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId, Simd, ANY_SOURCE, ANY_TAG,
 };
 
 const SOURCE: u64 = 0x7fff_ffff;
@@ -68,63 +68,39 @@ mod wide {
         super::vote_patterns(keys, masks, key)
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512bw")]
     pub fn messages_avx512(keys: &[u64; 64], key: u64, mask: u64) -> u64 {
         super::vote_messages(keys, key, mask)
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512bw")]
     pub fn patterns_avx512(keys: &[u64; 64], masks: &[u64; 64], key: u64) -> u64 {
         super::vote_patterns(keys, masks, key)
     }
 }
 
-/// The widest vector unit of this CPU, found once per engine.
-#[derive(Clone, Copy)]
-enum Simd {
-    Baseline,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
+/// The votes at the width of `simd`: below AVX2 the loops as the baseline compiles them.
+#[inline]
+fn messages(simd: Simd, keys: &[u64; 64], key: u64, mask: u64) -> u64 {
+    match simd {
+        // SAFETY (both): the engine holds a `usable` width, one this CPU has.
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx2 => unsafe { wide::messages_avx2(keys, key, mask) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx512 => unsafe { wide::messages_avx512(keys, key, mask) },
+        _ => vote_messages(keys, key, mask),
+    }
 }
 
-impl Simd {
-    fn detect() -> Simd {
+#[inline]
+fn patterns(simd: Simd, keys: &[u64; 64], masks: &[u64; 64], key: u64) -> u64 {
+    match simd {
+        // SAFETY (both): the engine holds a `usable` width, one this CPU has.
         #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") {
-                return Simd::Avx512;
-            }
-            if is_x86_feature_detected!("avx2") {
-                return Simd::Avx2;
-            }
-        }
-        Simd::Baseline
-    }
-
-    #[inline]
-    fn messages(self, keys: &[u64; 64], key: u64, mask: u64) -> u64 {
-        match self {
-            Simd::Baseline => vote_messages(keys, key, mask),
-            // SAFETY (both): `detect` found the feature on this CPU.
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { wide::messages_avx2(keys, key, mask) },
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { wide::messages_avx512(keys, key, mask) },
-        }
-    }
-
-    #[inline]
-    fn patterns(self, keys: &[u64; 64], masks: &[u64; 64], key: u64) -> u64 {
-        match self {
-            Simd::Baseline => vote_patterns(keys, masks, key),
-            // SAFETY (both): `detect` found the feature on this CPU.
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { wide::patterns_avx2(keys, masks, key) },
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { wide::patterns_avx512(keys, masks, key) },
-        }
+        Simd::Avx2 => unsafe { wide::patterns_avx2(keys, masks, key) },
+        #[cfg(target_arch = "x86_64")]
+        Simd::Avx512 => unsafe { wide::patterns_avx512(keys, masks, key) },
+        _ => vote_patterns(keys, masks, key),
     }
 }
 
@@ -274,18 +250,13 @@ pub struct BatchEngine {
     stats: EngineStats,
 }
 
-impl Default for BatchEngine {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl BatchEngine {
-    pub fn new() -> Self {
+    /// Votes at the width of `simd` (or the widest this CPU has, if it lacks that one).
+    pub fn new(simd: Simd) -> Self {
         let mut engine = BatchEngine {
             prq: Bits::default(),
             umq: Bits::default(),
-            simd: Simd::detect(),
+            simd: simd.usable(),
             stats: EngineStats::default(),
         };
         engine.stats.set_queues(2);
@@ -297,17 +268,15 @@ impl BatchEngine {
         let (umq, simd) = (&self.umq, self.simd);
         let (found, depth) = umq.first(
             |slot| umq.keys[slot] & mask == key,
-            |word| simd.messages(umq.keys(word), key, mask),
+            |word| messages(simd, umq.keys(word), key, mask),
         );
-        let traffic = self.stats.traffic(want.class);
-        traffic.umq.record(depth);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
         let slot = found?;
-        let msg = self.umq.ids[slot];
-        if remove {
-            traffic.matches += 1;
+        if taken {
             self.umq.kill(slot);
         }
-        Some(msg)
+        Some(self.umq.ids[slot])
     }
 
     /// Scan and reduce for up to 64 messages: every live receive in posting order votes over
@@ -333,7 +302,7 @@ impl BatchEngine {
                 let m = if keys[earliest] & mask == key {
                     earliest
                 } else {
-                    let bits = self.simd.messages(&keys, key, mask) & waiting;
+                    let bits = messages(self.simd, &keys, key, mask) & waiting;
                     if bits == 0 {
                         continue;
                     }
@@ -342,9 +311,7 @@ impl BatchEngine {
                 waiting &= !(1 << m);
                 out[start + m] = Some(self.prq.ids[slot]);
                 self.prq.kill(slot);
-                let traffic = self.stats.traffic(msgs[m].0.class);
-                traffic.prq.record(scanned);
-                traffic.matches += 1;
+                self.stats.traffic(msgs[m].0.class).arrival(scanned, true);
                 if waiting == 0 {
                     break 'scan;
                 }
@@ -352,9 +319,7 @@ impl BatchEngine {
         }
         for (m, &(env, msg)) in msgs.iter().enumerate() {
             if waiting & (1 << m) != 0 {
-                let traffic = self.stats.traffic(env.class);
-                traffic.prq.record(scanned);
-                traffic.unexpected += 1;
+                self.stats.traffic(env.class).arrival(scanned, false);
                 self.umq.push(keys[m], 0, msg);
             }
         }
@@ -376,19 +341,18 @@ impl MatchEngine for BatchEngine {
         let (prq, simd) = (&self.prq, self.simd);
         let (found, depth) = prq.first(
             |slot| key & prq.masks[slot] == prq.keys[slot],
-            |word| simd.patterns(prq.keys(word), prq.masks(word), key),
+            |word| patterns(simd, prq.keys(word), prq.masks(word), key),
         );
-        let traffic = self.stats.traffic(env.class);
-        traffic.prq.record(depth);
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
         match found {
             Some(slot) => {
-                traffic.matches += 1;
                 let recv = self.prq.ids[slot];
                 self.prq.kill(slot);
                 Some(recv)
             }
             None => {
-                traffic.unexpected += 1;
                 self.umq.push(key, 0, msg);
                 None
             }

@@ -1,42 +1,39 @@
 //! Hash bins keyed on (source, tag) (Flajslik et al.), and `adaptive`: the same structure kept at
 //! one bin (a list) while searches are short.
 
-use super::table::{Loc, Table};
-use super::{
-    EngineParams, Envelope, MsgId, Pattern, Queues, RecvId, TrafficStats, ANY_SOURCE, ANY_TAG,
-};
+use super::table::Table;
+use super::{EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
 
 /// Posted receives sit in the bin of their (source, tag) as written, wildcards included, so an
 /// arrival looks in at most four bins, (s,t), (ANY,t), (s,ANY) and (ANY,ANY), the last three only
 /// while receives of that shape are queued; sequence numbers pick the earliest, and each bin is
 /// searched only up to the best candidate so far. Unexpected messages sit in the bin of their
-/// (source, tag); a wildcard receive or probe walks the arrival-ordered chain of all of them,
-/// which costs what a list costs instead of a visit to every bin. The bins double whenever a
-/// side holds more elements than it has bins, so a bin holds about one element.
+/// (source, tag); a wildcard receive or probe walks the arrival order of all of them, which
+/// costs what a list costs instead of a visit to every bin. The bins double whenever a side
+/// holds more elements than it has bins, so a bin holds about one element (`Table`).
 pub struct Bins {
     prq: Table<Pattern>,
     umq: Table<Envelope>,
-    /// Posted receives with ANY_SOURCE only, with ANY_TAG only, and with both.
-    wild: [usize; 3],
-}
-
-fn shape(source: i32, tag: i32) -> Option<usize> {
-    match (source == ANY_SOURCE, tag == ANY_TAG) {
-        (false, false) => None,
-        (true, false) => Some(0),
-        (false, true) => Some(1),
-        (true, true) => Some(2),
-    }
+    stats: EngineStats,
 }
 
 impl Bins {
     /// At least `bins` bins per side; one bin is a list and stays one.
     pub fn new(bins: usize) -> Self {
         let grow = bins > 1;
-        Bins {
-            prq: Table::new(bins, grow, false),
-            umq: Table::new(bins, grow, true),
-            wild: [0; 3],
+        let mut engine = Bins {
+            prq: Table::new(1, bins, grow),
+            umq: Table::new(1, bins, grow),
+            stats: EngineStats::default(),
+        };
+        engine.count_queues();
+        engine
+    }
+
+    fn count_queues(&mut self) {
+        let queues = (self.prq.buckets() + self.umq.buckets()) as u64;
+        if queues != self.stats.queues {
+            self.stats.set_queues(queues);
         }
     }
 
@@ -44,6 +41,7 @@ impl Bins {
     fn rebin(&mut self, bins: usize) {
         self.prq.resize(bins, bins > 1);
         self.umq.resize(bins, bins > 1);
+        self.count_queues();
     }
 
     fn bins(&self) -> usize {
@@ -51,126 +49,60 @@ impl Bins {
     }
 
     #[inline(always)]
-    fn take_unexpected(
-        &mut self,
-        want: &Pattern,
-        remove: bool,
-        traffic: &mut TrafficStats,
-    ) -> Option<MsgId> {
-        let hit = |e: &Envelope| want.matches(e);
-        let (found, depth) = if self.umq.len() == 0 {
-            (None, 0)
-        } else if want.source == ANY_SOURCE || want.tag == ANY_TAG {
-            self.umq.find_oldest(hit)
-        } else {
-            self.umq.find(want.source, want.tag, u64::MAX, hit)
-        };
-        traffic.umq.record(depth);
+    fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
+        let (found, depth) = self.umq.find_unexpected(want);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
+        self.count_queues();
         let at = found?;
-        if !remove {
-            return Some(self.umq.node(at).id);
+        if !taken {
+            return Some(self.umq.id(at));
         }
-        traffic.matches += 1;
-        Some(self.umq.remove(at))
-    }
-
-    /// The earliest posted receive that fits `env`, from the bins it may be in.
-    #[inline(always)]
-    fn find_posted(&self, env: &Envelope) -> (Option<Loc>, usize) {
-        let hit = |p: &Pattern| p.matches(env);
-        let (mut best, mut depth) = self.prq.find(env.source, env.tag, u64::MAX, hit);
-        if self.wild == [0; 3] {
-            return (best, depth);
-        }
-        let mut bound = best.map_or(u64::MAX, |at| self.prq.node(at).seq);
-        let wild = [
-            (ANY_SOURCE, env.tag),
-            (env.source, ANY_TAG),
-            (ANY_SOURCE, ANY_TAG),
-        ];
-        let mut searched = [self.prq.bin(env.source, env.tag), usize::MAX, usize::MAX];
-        for (i, &(source, tag)) in wild.iter().enumerate() {
-            if self.wild[i] == 0 {
-                continue;
-            }
-            // A bin searched already for another shape holds nothing older that fits.
-            let bin = self.prq.bin(source, tag);
-            if searched.contains(&bin) {
-                continue;
-            }
-            if i < 2 {
-                searched[i + 1] = bin;
-            }
-            let (found, d) = self.prq.find(source, tag, bound, hit);
-            depth += d;
-            if let Some(at) = found {
-                bound = self.prq.node(at).seq;
-                best = found;
-            }
-        }
-        (best, depth)
-    }
-
-    #[inline(always)]
-    fn remove_posted(&mut self, at: Loc) -> RecvId {
-        let want = self.prq.node(at).item;
-        if let Some(shape) = shape(want.source, want.tag) {
-            self.wild[shape] -= 1;
-        }
-        self.prq.remove(at)
+        Some(self.umq.remove(at).0)
     }
 }
 
-impl Queues for Bins {
+impl MatchEngine for Bins {
     #[inline(always)]
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true) {
             return Some(msg);
         }
-        if let Some(shape) = shape(want.source, want.tag) {
-            self.wild[shape] += 1;
-        }
-        self.prq.push(want, recv);
+        self.prq.push(0, want, recv);
         None
     }
 
     #[inline(always)]
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
-        let (found, depth) = self.find_posted(&env);
-        traffic.prq.record(depth);
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        let (found, depth) = self.prq.find_posted(&env);
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
+        self.count_queues();
         match found {
-            Some(at) => {
-                traffic.matches += 1;
-                Some(self.remove_posted(at))
-            }
+            Some(at) => Some(self.prq.remove(at).0),
             None => {
-                traffic.unexpected += 1;
-                self.umq.push(env, msg);
+                self.umq.push(0, env, msg);
                 None
             }
         }
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        self.take_unexpected(&want, remove, traffic)
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.take_unexpected(&want, remove)
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.prq.find_id(recv) {
-            Some(at) => {
-                self.remove_posted(at);
-                true
-            }
-            None => false,
-        }
+        let found = self.prq.find_id(recv);
+        found.map(|at| self.prq.remove(at)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {
         (self.prq.len(), self.umq.len())
     }
 
-    fn queues(&self) -> usize {
-        self.prq.buckets() + self.umq.buckets()
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }
 
@@ -190,8 +122,13 @@ pub struct Adaptive {
     longest: usize,
 }
 
-fn searched(traffic: &TrafficStats) -> u64 {
-    traffic.prq.depth_total + traffic.umq.depth_total
+/// Elements inspected by every search so far.
+fn searched(stats: &EngineStats) -> u64 {
+    let traffic = [&stats.point_to_point, &stats.collective];
+    traffic
+        .iter()
+        .map(|t| t.prq.depth_total + t.umq.depth_total)
+        .sum()
 }
 
 impl Adaptive {
@@ -212,6 +149,15 @@ impl Adaptive {
             depth: 0,
             longest: 0,
         }
+    }
+
+    /// Runs one operation on the bins and watches its search depth.
+    #[inline(always)]
+    fn observed<R>(&mut self, op: impl FnOnce(&mut Bins) -> R) -> R {
+        let before = searched(&self.bins.stats);
+        let found = op(&mut self.bins);
+        self.observe(searched(&self.bins.stats) - before);
+        found
     }
 
     #[inline(always)]
@@ -244,26 +190,17 @@ impl Adaptive {
     }
 }
 
-impl Queues for Adaptive {
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        let before = searched(traffic);
-        let found = self.bins.post(want, recv, traffic);
-        self.observe(searched(traffic) - before);
-        found
+impl MatchEngine for Adaptive {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        self.observed(|bins| bins.post(want, recv))
     }
 
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
-        let before = searched(traffic);
-        let found = self.bins.arrive(env, msg, traffic);
-        self.observe(searched(traffic) - before);
-        found
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        self.observed(|bins| bins.arrive(env, msg))
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        let before = searched(traffic);
-        let found = self.bins.probe(want, remove, traffic);
-        self.observe(searched(traffic) - before);
-        found
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.observed(|bins| bins.probe(want, remove))
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
@@ -274,7 +211,7 @@ impl Queues for Adaptive {
         self.bins.queued()
     }
 
-    fn queues(&self) -> usize {
-        self.bins.queues()
+    fn stats(&self) -> &EngineStats {
+        &self.bins.stats
     }
 }

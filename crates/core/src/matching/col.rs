@@ -2,8 +2,8 @@
 
 use super::store::{fingerprint, Loc, Store};
 use super::{
-    queue_budget, Class, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
-    SearchStats, TrafficStats, ANY_SOURCE,
+    queue_budget, Class, Element, EngineParams, EngineStats, Envelope, IntMap, MatchEngine, MsgId,
+    Pattern, RecvId, SearchStats, Simd, ANY_SOURCE,
 };
 
 /// The profiling queue. It also holds whatever has no dedicated queue: point-to-point elements
@@ -57,9 +57,9 @@ struct Side<T> {
 }
 
 impl<T: Element> Side<T> {
-    fn new(ordered: bool) -> Self {
+    fn new(ordered: bool, simd: Simd) -> Self {
         Side {
-            store: Store::new(1, ordered),
+            store: Store::new(1, ordered, simd),
             profiles: IntMap::default(),
             kinds: Vec::new(),
         }
@@ -203,25 +203,31 @@ pub struct Col {
     umq: Side<Envelope>,
     prq_budget: usize,
     umq_budget: usize,
+    stats: EngineStats,
 }
 
 impl Col {
-    pub fn new(params: &EngineParams) -> Self {
-        Col {
-            prq: Side::new(false),
-            umq: Side::new(true),
+    pub fn new(params: &EngineParams, simd: Simd) -> Self {
+        let mut col = Col {
+            prq: Side::new(false, simd),
+            umq: Side::new(true, simd),
             prq_budget: queue_budget(params.k_c, params.comm_size),
             umq_budget: queue_budget(params.k_c, params.comm_size),
+            stats: EngineStats::default(),
+        };
+        col.count_queues();
+        col
+    }
+
+    fn count_queues(&mut self) {
+        let queues = self.prq.store.queue_count() + self.umq.store.queue_count();
+        if queues as u64 != self.stats.queues {
+            self.stats.set_queues(queues as u64);
         }
     }
 
     #[inline]
-    fn take_unexpected(
-        &mut self,
-        want: &Pattern,
-        remove: bool,
-        traffic: &mut TrafficStats,
-    ) -> Option<MsgId> {
+    fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
         let hit = |e: &Envelope| want.matches(e);
         let (found, depth) = if self.umq.store.len() == 0 {
             (None, 0)
@@ -231,68 +237,63 @@ impl Col {
             let key = fingerprint(want.source, want.tag);
             self.umq.find_for(want.source, want.class, key, hit)
         };
-        traffic.umq.record(depth);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
         self.umq.profile(want.class, depth);
         let at = found?;
-        if !remove {
+        if !taken {
             return Some(self.umq.store.entry(at).id);
         }
-        traffic.matches += 1;
         Some(self.umq.remove(at))
     }
 }
 
-impl Queues for Col {
+impl MatchEngine for Col {
     #[inline]
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true) {
             return Some(msg);
         }
         self.prq.insert(want, recv, &mut self.prq_budget);
+        self.count_queues();
         None
     }
 
     #[inline]
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
         let key = fingerprint(env.source, env.tag);
         let (found, depth) = self
             .prq
             .find_for(env.source, env.class, key, |p| p.matches(&env));
-        traffic.prq.record(depth);
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
         self.prq.profile(env.class, depth);
         match found {
-            Some(at) => {
-                traffic.matches += 1;
-                Some(self.prq.remove(at))
-            }
+            Some(at) => Some(self.prq.remove(at)),
             None => {
-                traffic.unexpected += 1;
                 self.umq.insert(env, msg, &mut self.umq_budget);
+                self.count_queues();
                 None
             }
         }
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        self.take_unexpected(&want, remove, traffic)
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.take_unexpected(&want, remove)
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.prq.store.find_id(recv) {
-            Some(at) => {
-                self.prq.remove(at);
-                true
-            }
-            None => false,
-        }
+        let found = self.prq.store.find_id(recv);
+        found.map(|at| self.prq.remove(at)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {
         (self.prq.store.len(), self.umq.store.len())
     }
 
-    fn queues(&self) -> usize {
-        self.prq.store.queue_count() + self.umq.store.queue_count()
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }
 
@@ -306,14 +307,13 @@ mod tests {
 
     /// Posts receives from `sources`, then lets their messages arrive in reverse order.
     fn call(col: &mut Col, class: Class, sources: std::ops::RangeInclusive<i32>) {
-        let mut traffic = TrafficStats::default();
         for source in sources.clone() {
             let want = Pattern {
                 source,
                 tag: 0,
                 class,
             };
-            assert_eq!(col.post(want, source as u64, &mut traffic), None);
+            assert_eq!(col.post(want, source as u64), None);
         }
         for source in sources.rev() {
             let env = Envelope {
@@ -321,7 +321,7 @@ mod tests {
                 tag: 0,
                 class,
             };
-            assert_eq!(col.arrive(env, 0, &mut traffic), Some(source as u64));
+            assert_eq!(col.arrive(env, 0), Some(source as u64));
         }
     }
 
@@ -335,14 +335,13 @@ mod tests {
             k_c: 8,
             ..EngineParams::default()
         };
-        let mut col = Col::new(&params);
-        let mut traffic = TrafficStats::default();
+        let mut col = Col::new(&params, Simd::detect());
         let (allreduce, small, large, other) = (1, 0, 1, 2);
 
         // First call: searches of depth 7, 6, ..., 1 in the profiling queue, so 4 queues.
         call(&mut col, coll(allreduce, small), 1..=7);
         assert!(matches!(col.prq.profiles[&(1 << 8)], Profile::Profiled { mean } if mean == 4.0));
-        assert_eq!(col.queues(), 2);
+        assert_eq!(col.stats().queues, 2);
 
         // Second call: level 1 with 4 queues; rank 5 goes to queue 5 mod 4.
         let oldest = Pattern {
@@ -350,7 +349,7 @@ mod tests {
             tag: 9,
             class: coll(allreduce, small),
         };
-        col.post(oldest, 100, &mut traffic);
+        col.post(oldest, 100);
         let level1 = &col.prq.kinds[0].levels[0];
         assert_eq!((level1.first, level1.queues), (1, 4));
         assert_eq!(col.prq.store.queue_len(level1.first + 1), 1);
@@ -363,11 +362,11 @@ mod tests {
             tag: 9,
             class: coll(allreduce, large),
         };
-        col.post(middle, 101, &mut traffic);
+        col.post(middle, 101);
         let level2 = &col.prq.kinds[0].levels[1];
         assert_eq!((level2.first, level2.queues), (5, 8));
         assert_eq!(col.prq.store.queue_len(level2.first + 5), 1);
-        assert_eq!(col.queues(), 2 + 4 + 8);
+        assert_eq!(col.stats().queues, 2 + 4 + 8);
         assert_eq!(col.prq_budget, 32 - 12);
 
         // A new key is profiled in the profiling queue again.
@@ -376,7 +375,7 @@ mod tests {
             tag: 9,
             class: coll(other, small),
         };
-        col.post(newest, 102, &mut traffic);
+        col.post(newest, 102);
         assert_eq!(col.prq.store.queue_len(PQ), 1);
 
         // All three fit one message: the profiling queue is searched first, then level 1, and
@@ -386,11 +385,11 @@ mod tests {
             tag: 9,
             class: coll(allreduce, small),
         };
-        let mut traffic = TrafficStats::default();
-        assert_eq!(col.arrive(env, 0, &mut traffic), Some(100));
-        assert_eq!(traffic.prq.depth_total, 2);
-        assert_eq!(col.arrive(env, 0, &mut traffic), Some(101));
-        assert_eq!(col.arrive(env, 0, &mut traffic), Some(102));
+        let before = col.stats().collective.prq.depth_total;
+        assert_eq!(col.arrive(env, 0), Some(100));
+        assert_eq!(col.stats().collective.prq.depth_total - before, 2);
+        assert_eq!(col.arrive(env, 0), Some(101));
+        assert_eq!(col.arrive(env, 0), Some(102));
         assert_eq!(col.queued(), (0, 0));
     }
 
@@ -400,16 +399,15 @@ mod tests {
             comm_size: 16,
             ..EngineParams::default()
         };
-        let mut col = Col::new(&params);
-        let mut traffic = TrafficStats::default();
+        let mut col = Col::new(&params, Simd::detect());
         for source in 0..8 {
             let want = Pattern {
                 source,
                 tag: 0,
                 class: Class::PointToPoint,
             };
-            col.post(want, source as u64, &mut traffic);
+            col.post(want, source as u64);
         }
-        assert_eq!((col.prq.store.queue_len(PQ), col.queues()), (8, 2));
+        assert_eq!((col.prq.store.queue_len(PQ), col.stats().queues), (8, 2));
     }
 }

@@ -1,20 +1,12 @@
 //! One posted-receive list and one unexpected-message list, searched front to back (MPICH-like).
 
-use super::{take, Envelope, MsgId, Pattern, Queues, RecvId, Single, TrafficStats};
+use super::{take, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
 use std::collections::VecDeque;
 
-#[derive(Default)]
-pub struct List {
+pub struct ListEngine {
     posted: VecDeque<(Pattern, RecvId)>,
     unexpected: VecDeque<(Envelope, MsgId)>,
-}
-
-pub type ListEngine = Single<List>;
-
-impl ListEngine {
-    pub fn new() -> Self {
-        Single::wrap(List::default())
-    }
+    stats: EngineStats,
 }
 
 impl Default for ListEngine {
@@ -23,76 +15,76 @@ impl Default for ListEngine {
     }
 }
 
-impl List {
-    fn find_unexpected(&self, want: &Pattern, traffic: &mut TrafficStats) -> Option<usize> {
+impl ListEngine {
+    pub fn new() -> Self {
+        let mut stats = EngineStats::default();
+        stats.set_queues(2);
+        ListEngine {
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            stats,
+        }
+    }
+
+    /// The earliest matching unexpected message, counted as a search that takes it if `remove`.
+    #[inline]
+    fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
         let found = self
             .unexpected
             .iter()
             .position(|(env, _)| want.matches(env));
-        traffic
-            .umq
-            .record(found.map_or(self.unexpected.len(), |i| i + 1));
-        found
+        let depth = found.map_or(self.unexpected.len(), |i| i + 1);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
+        let i = found?;
+        if taken {
+            take(&mut self.unexpected, i).map(|(_, msg)| msg)
+        } else {
+            Some(self.unexpected[i].1)
+        }
     }
 }
 
-impl Queues for List {
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        match self.find_unexpected(&want, traffic) {
-            Some(i) => {
-                traffic.matches += 1;
-                take(&mut self.unexpected, i).map(|(_, msg)| msg)
-            }
-            None => {
-                self.posted.push_back((want, recv));
-                None
-            }
+impl MatchEngine for ListEngine {
+    #[inline]
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        let found = self.take_unexpected(&want, true);
+        if found.is_none() {
+            self.posted.push_back((want, recv));
         }
+        found
     }
 
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
+    #[inline]
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
         let found = self.posted.iter().position(|(want, _)| want.matches(&env));
-        traffic
-            .prq
-            .record(found.map_or(self.posted.len(), |i| i + 1));
+        let depth = found.map_or(self.posted.len(), |i| i + 1);
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
         match found {
-            Some(i) => {
-                traffic.matches += 1;
-                take(&mut self.posted, i).map(|(_, recv)| recv)
-            }
+            Some(i) => take(&mut self.posted, i).map(|(_, recv)| recv),
             None => {
-                traffic.unexpected += 1;
                 self.unexpected.push_back((env, msg));
                 None
             }
         }
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        let i = self.find_unexpected(&want, traffic)?;
-        if remove {
-            traffic.matches += 1;
-            take(&mut self.unexpected, i).map(|(_, msg)| msg)
-        } else {
-            Some(self.unexpected[i].1)
-        }
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.take_unexpected(&want, remove)
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.posted.iter().position(|&(_, id)| id == recv) {
-            Some(i) => {
-                self.posted.remove(i);
-                true
-            }
-            None => false,
-        }
+        let found = self.posted.iter().position(|&(_, id)| id == recv);
+        found.map(|i| self.posted.remove(i)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {
         (self.posted.len(), self.unexpected.len())
     }
 
-    fn queues(&self) -> usize {
-        2
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }

@@ -3,16 +3,21 @@
 //! Every engine gives exactly the matches of one ordered list: a message matches the earliest
 //! posted receive it fits, a receive matches the earliest arrived message it fits, wildcards
 //! included. Nothing here calls MPI, so engines are tested and benchmarked alone.
+//!
+//! Every engine implements [`MatchEngine`]; the unified engines (`col+pnp`, `col+list`,
+//! `list+pnp`) are two engines joined by [`Split`].
 
-mod asserted;
 mod assertions;
 mod batch;
 mod bins;
 mod col;
+mod fuzzy;
 pub mod gpu;
 mod list;
 mod pnp;
 mod rank;
+mod simd;
+mod split;
 mod store;
 mod table;
 #[cfg(test)]
@@ -22,10 +27,28 @@ pub use assertions::Assertions;
 pub use batch::BatchEngine;
 pub use list::ListEngine;
 pub use rank::RankEngine;
+pub use simd::Simd;
+pub use split::Split;
 
 use serde::Serialize;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hash map for small integer keys (ranks, handles, collective keys): FxHash, one multiply
+/// per key instead of SipHash, since the keys do not come from an adversary.
+pub type IntMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// Spreads a 64-bit key over all 64 bits (Fibonacci hashing): take the top bits for a bucket.
+/// The top `b + 1` bits of a key extend its top `b` bits, so doubling a table splits each
+/// bucket into two without reordering it.
+#[inline(always)]
+pub(super) fn spread(key: u64) -> u64 {
+    key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// (source, tag) as one 64-bit key, wildcards included.
+#[inline(always)]
+pub(super) fn source_tag(source: i32, tag: i32) -> u64 {
+    ((source as u32 as u64) << 32) | tag as u32 as u64
+}
 
 /// Engine-side wildcard for the source (the runtime maps `MPI_ANY_SOURCE` to it).
 pub const ANY_SOURCE: i32 = -1;
@@ -76,6 +99,17 @@ impl Pattern {
     }
 }
 
+/// Which wildcards a receive has: ANY_SOURCE only (0), ANY_TAG only (1), both (2), or none.
+#[inline(always)]
+pub(super) fn wild_shape(source: i32, tag: i32) -> Option<usize> {
+    match (source == ANY_SOURCE, tag == ANY_TAG) {
+        (false, false) => None,
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (true, true) => Some(2),
+    }
+}
+
 /// Element `index` of `queue`: matches mostly take the front, which needs no shifting.
 #[inline]
 fn take<T>(queue: &mut std::collections::VecDeque<T>, index: usize) -> Option<T> {
@@ -123,41 +157,6 @@ impl Element for Envelope {
     }
 }
 
-/// Multiplicative hash for small integer keys (ranks, collective keys): much cheaper than SipHash
-/// and good enough, since the keys do not come from an adversary.
-#[derive(Default)]
-pub(super) struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64);
-    }
-    #[inline]
-    fn write_i32(&mut self, n: i32) {
-        self.write_u64(n as u32 as u64);
-    }
-    #[inline]
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(n as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub(super) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
-
 /// Cost of the searches of one queue: how many elements each search inspected.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct SearchStats {
@@ -203,6 +202,21 @@ pub struct TrafficStats {
 }
 
 impl TrafficStats {
+    /// A message searched the posted receives: found one (a match) or is queued as unexpected.
+    #[inline(always)]
+    pub(crate) fn arrival(&mut self, depth: usize, matched: bool) {
+        self.prq.record(depth);
+        self.matches += matched as u64;
+        self.unexpected += !matched as u64;
+    }
+
+    /// A receive or probe searched the unexpected messages; `taken` if a message left the queue.
+    #[inline(always)]
+    pub(crate) fn lookup(&mut self, depth: usize, taken: bool) {
+        self.umq.record(depth);
+        self.matches += taken as u64;
+    }
+
     pub fn merge(&mut self, other: &TrafficStats) {
         self.prq.merge(&other.prq);
         self.umq.merge(&other.umq);
@@ -287,6 +301,9 @@ pub enum EngineKind {
     ListPnp,
     /// Bit-vote arrays, 64 elements per vote.
     Batch,
+    /// One list per side in blocks of 32 hashed 16-bit keys, compared 32 at a time and then
+    /// verified (Open MPI's `custommatch`).
+    Fuzzy,
     /// Hash tables on the CPU, scan and lookup kernels on an NVIDIA GPU for big bursts.
     Gpu,
 }
@@ -303,6 +320,7 @@ impl EngineKind {
         EngineKind::ColList,
         EngineKind::ListPnp,
         EngineKind::Batch,
+        EngineKind::Fuzzy,
         EngineKind::Gpu,
     ];
 
@@ -318,6 +336,7 @@ impl EngineKind {
             EngineKind::ColList => "col+list",
             EngineKind::ListPnp => "list+pnp",
             EngineKind::Batch => "batch",
+            EngineKind::Fuzzy => "fuzzy",
             EngineKind::Gpu => "gpu",
         }
     }
@@ -354,12 +373,15 @@ pub struct EngineParams {
     pub adaptive_depth: usize,
     /// Searches per `adaptive` window.
     pub adaptive_window: usize,
+    /// The vector width of fingerprint scans and votes; one this CPU lacks gets the widest it
+    /// has.
+    pub simd: Simd,
     /// What the communicator's info asserts.
     pub assertions: Assertions,
 }
 
 impl Default for EngineParams {
-    /// θ = 100 and k_c = k_p = 8 as in paper 004; 256 bins.
+    /// θ = 100 and k_c = k_p = 8 as in paper 004; 256 bins; the widest vectors of this CPU.
     fn default() -> Self {
         EngineParams {
             comm_size: 1,
@@ -369,6 +391,7 @@ impl Default for EngineParams {
             k_p: 8,
             adaptive_depth: 16,
             adaptive_window: 64,
+            simd: Simd::detect(),
             assertions: Assertions::default(),
         }
     }
@@ -387,6 +410,33 @@ pub(super) fn queue_budget(k: usize, comm_size: usize) -> usize {
     (k as f64 * (comm_size as f64).sqrt()) as usize
 }
 
+/// An engine chosen at run time is an engine too (a part of [`Split`]).
+impl MatchEngine for Box<dyn MatchEngine> {
+    #[inline]
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        (**self).post(want, recv)
+    }
+    #[inline]
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        (**self).arrive(env, msg)
+    }
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
+        (**self).arrive_burst(msgs, matched)
+    }
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        (**self).probe(want, remove)
+    }
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        (**self).cancel(recv)
+    }
+    fn queued(&self) -> (usize, usize) {
+        (**self).queued()
+    }
+    fn stats(&self) -> &EngineStats {
+        (**self).stats()
+    }
+}
+
 /// The engine `kind` for a communicator with `params`. Where the communicator asserts that no
 /// receive uses a wildcard, its point-to-point traffic goes to hash bins instead (`asserted`):
 /// one bin of about one element per search, where a list walks its whole queue.
@@ -395,157 +445,28 @@ pub fn build_engine(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEng
     // Bins need no help; the gpu engine reads the assertions itself.
     let own_hash = matches!(kind, EngineKind::Bins | EngineKind::Gpu);
     if params.assertions.no_wildcards() && !own_hash {
-        Box::new(asserted::Asserted::new(params.bins, engine))
+        Box::new(Split::new(bins::Bins::new(params.bins), engine))
     } else {
         engine
     }
 }
 
 fn engine_of_kind(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
+    let simd = params.simd.usable();
     let pnp = || pnp::Pnp::new(params);
-    let col = || col::Col::new(params);
+    let col = || col::Col::new(params, simd);
     match kind {
         EngineKind::List => Box::new(ListEngine::new()),
         EngineKind::Rank => Box::new(RankEngine::new(params.comm_size)),
-        EngineKind::Bins => Box::new(Single::wrap(bins::Bins::new(params.bins))),
-        EngineKind::Adaptive => Box::new(Single::wrap(bins::Adaptive::new(params))),
-        EngineKind::Pnp => Box::new(Single::wrap(pnp())),
-        EngineKind::Col => Box::new(Single::wrap(col())),
+        EngineKind::Bins => Box::new(bins::Bins::new(params.bins)),
+        EngineKind::Adaptive => Box::new(bins::Adaptive::new(params)),
+        EngineKind::Pnp => Box::new(pnp()),
+        EngineKind::Col => Box::new(col()),
         EngineKind::ColPnp => Box::new(Split::new(pnp(), col())),
-        EngineKind::ColList => Box::new(Split::new(list::List::default(), col())),
-        EngineKind::ListPnp => Box::new(Split::new(pnp(), list::List::default())),
-        EngineKind::Batch => Box::new(BatchEngine::new()),
+        EngineKind::ColList => Box::new(Split::new(ListEngine::new(), col())),
+        EngineKind::ListPnp => Box::new(Split::new(pnp(), ListEngine::new())),
+        EngineKind::Batch => Box::new(BatchEngine::new(simd)),
+        EngineKind::Fuzzy => Box::new(fuzzy::Fuzzy::new(simd)),
         EngineKind::Gpu => gpu::build(params),
-    }
-}
-
-/// The queues behind an engine; the caller passes the counters of the element's traffic type.
-pub(super) trait Queues: Send {
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId>;
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId>;
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId>;
-    fn cancel(&mut self, recv: RecvId) -> bool;
-    fn queued(&self) -> (usize, usize);
-    /// Queues allocated now.
-    fn queues(&self) -> usize;
-}
-
-/// An engine whose one structure holds both traffic types.
-pub struct Single<Q> {
-    queues: Q,
-    stats: EngineStats,
-}
-
-impl<Q> Single<Q> {
-    fn wrap(queues: Q) -> Self
-    where
-        Q: Queues,
-    {
-        let mut stats = EngineStats::default();
-        stats.set_queues(queues.queues() as u64);
-        Single { queues, stats }
-    }
-}
-
-impl<Q: Queues> MatchEngine for Single<Q> {
-    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
-        let found = self.queues.post(want, recv, self.stats.traffic(want.class));
-        self.stats.set_queues(self.queues.queues() as u64);
-        found
-    }
-
-    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
-        let found = self.queues.arrive(env, msg, self.stats.traffic(env.class));
-        self.stats.set_queues(self.queues.queues() as u64);
-        found
-    }
-
-    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
-        let found = self
-            .queues
-            .probe(want, remove, self.stats.traffic(want.class));
-        self.stats.set_queues(self.queues.queues() as u64);
-        found
-    }
-
-    fn cancel(&mut self, recv: RecvId) -> bool {
-        self.queues.cancel(recv)
-    }
-
-    fn queued(&self) -> (usize, usize) {
-        self.queues.queued()
-    }
-
-    fn stats(&self) -> &EngineStats {
-        &self.stats
-    }
-}
-
-/// The unified engines (paper 004, Fig. 2): point-to-point and collective elements live in
-/// structures of their own, which never share an element since the two never match.
-struct Split<P, C> {
-    p2p: P,
-    coll: C,
-    stats: EngineStats,
-}
-
-impl<P: Queues, C: Queues> Split<P, C> {
-    fn new(p2p: P, coll: C) -> Self {
-        let mut split = Split {
-            p2p,
-            coll,
-            stats: EngineStats::default(),
-        };
-        split.count_queues();
-        split
-    }
-
-    fn count_queues(&mut self) {
-        let queues = self.p2p.queues() + self.coll.queues();
-        self.stats.set_queues(queues as u64);
-    }
-}
-
-impl<P: Queues, C: Queues> MatchEngine for Split<P, C> {
-    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
-        let found = if want.class.is_collective() {
-            self.coll.post(want, recv, &mut self.stats.collective)
-        } else {
-            self.p2p.post(want, recv, &mut self.stats.point_to_point)
-        };
-        self.count_queues();
-        found
-    }
-
-    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
-        let found = if env.class.is_collective() {
-            self.coll.arrive(env, msg, &mut self.stats.collective)
-        } else {
-            self.p2p.arrive(env, msg, &mut self.stats.point_to_point)
-        };
-        self.count_queues();
-        found
-    }
-
-    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
-        if want.class.is_collective() {
-            self.coll.probe(want, remove, &mut self.stats.collective)
-        } else {
-            self.p2p.probe(want, remove, &mut self.stats.point_to_point)
-        }
-    }
-
-    fn cancel(&mut self, recv: RecvId) -> bool {
-        self.p2p.cancel(recv) || self.coll.cancel(recv)
-    }
-
-    fn queued(&self) -> (usize, usize) {
-        let (p, u) = self.p2p.queued();
-        let (cp, cu) = self.coll.queued();
-        (p + cp, u + cu)
-    }
-
-    fn stats(&self) -> &EngineStats {
-        &self.stats
     }
 }

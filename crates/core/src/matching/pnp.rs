@@ -1,31 +1,37 @@
-//! Partner/non-partner queues (paper 004 §4.2, Fig. 4).
+//! Partner/non-partner queues (paper 004 §4.2, Fig. 4), each queue split into hashed sub-queues.
+//!
+//! The queues are the paper's: a base queue, then per level a queue for each partner source and
+//! one non-partner queue, within `k_p·√n` dedicated queues per side. A closed queue (the base
+//! queue, or a level's non-partner queue once a newer level exists) takes no new elements and
+//! keeps the ones it has.
+//!
+//! Inside, elements are chained by (source, tag) (`Table`): a partner's queue splits into one
+//! sub-queue per tag, the shared non-partner queue into one per (source, tag), so neither grows
+//! long whatever tags the sources use or however many share it. While a source still has
+//! elements in closed queues, its sub-queue runs on from them into its current queue in posting
+//! order, so one search covers what the paper's walk along the source's path (base queue, the
+//! levels' non-partner queues, its own queue) would inspect, oldest first.
 
-use super::store::{fingerprint, tag_print, Loc, Store};
+use super::table::Table;
 use super::{
-    queue_budget, Element, EngineParams, Envelope, IntMap, MsgId, Pattern, Queues, RecvId,
-    TrafficStats, ANY_SOURCE,
+    queue_budget, spread, Element, EngineParams, EngineStats, Envelope, IntMap, MatchEngine, MsgId,
+    Pattern, RecvId, ANY_SOURCE,
 };
 
 /// The queue every element goes to until the first partners are chosen.
 const BASE: u32 = 0;
-/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only); their
-/// fingerprints are of the tag alone.
+/// Posted ANY_SOURCE receives, which belong to no source's path (posted side only).
 const WILD: u32 = 1;
-
-#[derive(Clone, Copy)]
-struct Partner {
-    queue: u32,
-    /// The level at which the source became a partner.
-    level: u32,
-}
+/// Buckets per side at first; they double with the elements.
+const BUCKETS: usize = 16;
 
 /// Partner sources and their queues: open addressing in a power-of-two table at most half
-/// full, probed on every element, so one multiply and usually one slot. Partners are never
+/// full, so the lookup every post makes is one multiply and usually one slot. Partners are never
 /// removed, so a probe ends at the first empty slot.
 #[derive(Default)]
 struct Partners {
-    /// (source, partner); ANY_SOURCE, never a partner, marks an empty slot.
-    slots: Vec<(i32, Partner)>,
+    /// (source, queue); ANY_SOURCE, never a partner, marks an empty slot.
+    slots: Vec<(i32, u32)>,
     len: usize,
 }
 
@@ -33,38 +39,32 @@ impl Partners {
     #[inline(always)]
     fn slot(&self, source: i32) -> usize {
         let bits = self.slots.len().trailing_zeros();
-        ((source as u32 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+        (spread(source as u32 as u64) >> (64 - bits)) as usize
     }
 
     #[inline(always)]
-    fn get(&self, source: i32) -> Option<Partner> {
+    fn get(&self, source: i32) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
         let mask = self.slots.len() - 1;
         let mut i = self.slot(source);
         loop {
-            let (s, partner) = self.slots[i];
-            if s == source {
-                return Some(partner);
+            match self.slots[i] {
+                (s, queue) if s == source => return Some(queue),
+                (ANY_SOURCE, _) => return None,
+                _ => i = (i + 1) & mask,
             }
-            if s == ANY_SOURCE {
-                return None;
-            }
-            i = (i + 1) & mask;
         }
     }
 
-    fn insert(&mut self, source: i32, partner: Partner) {
+    fn insert(&mut self, source: i32, queue: u32) {
         if 2 * (self.len + 1) > self.slots.len() {
-            let empty = (ANY_SOURCE, Partner { queue: 0, level: 0 });
-            let old = std::mem::replace(
-                &mut self.slots,
-                vec![empty; (4 * (self.len + 1)).next_power_of_two()],
-            );
+            let size = (4 * (self.len + 1)).next_power_of_two();
+            let old = std::mem::replace(&mut self.slots, vec![(ANY_SOURCE, 0); size]);
             self.len = 0;
-            for (s, p) in old.into_iter().filter(|&(s, _)| s != ANY_SOURCE) {
-                self.insert(s, p);
+            for (s, q) in old.into_iter().filter(|&(s, _)| s != ANY_SOURCE) {
+                self.insert(s, q);
             }
         }
         let mask = self.slots.len() - 1;
@@ -72,132 +72,70 @@ impl Partners {
         while self.slots[i].0 != ANY_SOURCE {
             i = (i + 1) & mask;
         }
-        self.slots[i] = (source, partner);
+        self.slots[i] = (source, queue);
         self.len += 1;
     }
 }
 
 /// One side (posted receives or unexpected messages) of the structure.
 struct Side<T> {
-    store: Store<T>,
-    /// The non-partner queue of each level.
-    levels: Vec<u32>,
+    table: Table<T>,
     partners: Partners,
     /// Where elements of non-partners go: the base queue, later the last level's non-partner queue.
     tail: u32,
     /// Length of `tail` at which partners are looked for next.
     next_check: usize,
-    /// Per queue: a shared queue that no longer takes elements (the base queue or a level's
-    /// non-partner queue once a newer level exists).
-    closed: Vec<bool>,
-    /// Elements left in closed queues: while there are none, every source's elements are in
-    /// one queue, its own or `tail`, and a search looks there alone.
-    in_closed: usize,
+    /// Levels made so far.
+    levels: usize,
 }
 
 impl<T: Element> Side<T> {
-    fn new(queues: usize, ordered: bool, theta: usize) -> Self {
+    fn new(queues: usize, theta: usize) -> Self {
         Side {
-            store: Store::new(queues, ordered),
-            levels: Vec::new(),
+            table: Table::new(queues, BUCKETS, true),
             partners: Partners::default(),
             tail: BASE,
             next_check: theta,
-            closed: vec![false; queues],
-            in_closed: 0,
+            levels: 0,
         }
     }
 
-    #[inline]
-    fn partner(&self, source: i32) -> Option<Partner> {
-        self.partners.get(source)
-    }
-
-    /// The queues that may hold elements from `source`, oldest first, after the base queue: the
-    /// non-partner queues of the levels before `source` became a partner (of all levels for a
-    /// non-partner), then its own queue. The non-partner queue made together with a partner's
-    /// queue never holds that partner's elements, so the search skips it.
-    #[inline]
-    fn path(&self, source: i32) -> (&[u32], Option<u32>) {
-        let partner = self.partner(source);
-        let levels = partner.map_or(self.levels.len(), |p| p.level as usize);
-        (&self.levels[..levels], partner.map(|p| p.queue))
-    }
-
-    /// The oldest element from `source` that `hit` accepts, and the depth; `key` as in
-    /// `Store::find`.
-    #[inline]
-    fn find_from(&self, source: i32, key: u16, hit: impl Fn(&T) -> bool) -> (Option<Loc>, usize) {
-        if self.in_closed == 0 {
-            // The queues before the last of the path are empty.
-            let queue = self.partner(source).map_or(self.tail, |p| p.queue);
-            return self.store.find(queue, u64::MAX, key, &hit);
-        }
-        self.find_on_path(source, key, hit)
-    }
-
-    /// `find_from` while closed queues hold elements: the whole path, in the paper's order.
-    #[inline(never)]
-    fn find_on_path(
-        &self,
-        source: i32,
-        key: u16,
-        hit: impl Fn(&T) -> bool,
-    ) -> (Option<Loc>, usize) {
-        let (found, mut depth) = self.store.find(BASE, u64::MAX, key, &hit);
-        if found.is_some() {
-            return (found, depth);
-        }
-        let (levels, own) = self.path(source);
-        for &queue in levels.iter().chain(own.as_ref()) {
-            let (found, d) = self.store.find(queue, u64::MAX, key, &hit);
-            depth += d;
-            if found.is_some() {
-                return (found, depth);
-            }
-        }
-        (None, depth)
-    }
-
-    #[inline]
-    fn remove(&mut self, at: Loc) -> u64 {
-        if self.in_closed > 0 && self.closed[at.queue as usize] {
-            self.in_closed -= 1;
-        }
-        self.store.remove(at).id
-    }
-
-    #[inline]
-    fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) {
-        let source = item.source();
+    /// The queue new elements from `source` go to.
+    #[inline(always)]
+    fn queue_of(&self, source: i32) -> u32 {
         if source == ANY_SOURCE {
-            self.store
-                .push_printed(WILD, item, id, tag_print(item.tag()));
-        } else if let Some(partner) = self.partner(source) {
-            self.store.push(partner.queue, item, id);
-        } else {
-            self.store.push(self.tail, item, id);
-            if self.store.queue_len(self.tail) >= self.next_check {
-                self.extract(shape, budget);
-            }
+            return WILD;
         }
+        self.partners.get(source).unwrap_or(self.tail)
     }
 
-    /// `tail` reached θ: the sources with more elements in it than the average over all n
-    /// processes become partners with a queue each (the busiest first while the budget lasts),
-    /// and the others move on to a new level's non-partner queue. Elements stay where they are,
-    /// which is why searches walk the levels.
+    /// Queues `item`; true if that made new queues.
+    #[inline(always)]
+    fn insert(&mut self, item: T, id: u64, shape: &Shape, budget: &mut usize) -> bool {
+        let queue = self.queue_of(item.source());
+        self.table.push(queue, item, id);
+        queue == self.tail
+            && self.table.queue_len(queue) >= self.next_check
+            && self.extract(shape, budget)
+    }
+
+    /// `tail` reached its check: the sources with more elements in it than the average over all
+    /// n processes become partners with a queue each (the busiest first while the budget lasts),
+    /// and the others move on to a new level's non-partner queue; true if it made queues.
+    /// Elements stay where they are. A look that finds no partner waits until `tail` grew by θ
+    /// or by half, whichever is more, so looking costs O(1) per element however long the
+    /// queue gets.
     #[cold]
     #[inline(never)]
-    fn extract(&mut self, shape: &Shape, budget: &mut usize) {
-        let len = self.store.queue_len(self.tail);
+    fn extract(&mut self, shape: &Shape, budget: &mut usize) -> bool {
+        let len = self.table.queue_len(self.tail);
         // A level needs a partner queue and a non-partner queue.
         if *budget < 2 {
             self.next_check = usize::MAX;
-            return;
+            return false;
         }
         let mut counts: IntMap<i32, usize> = IntMap::default();
-        for item in self.store.items(self.tail) {
+        for item in self.table.items(self.tail) {
             *counts.entry(item.source()).or_default() += 1;
         }
         let mut chosen: Vec<(usize, i32)> = counts
@@ -208,22 +146,18 @@ impl<T: Element> Side<T> {
         chosen.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         chosen.truncate(*budget - 1);
         if chosen.is_empty() {
-            self.next_check = len + shape.theta;
-            return;
+            self.next_check = len + shape.theta.max(len / 2);
+            return false;
         }
-        let level = self.levels.len() as u32;
-        let first = self.store.add_queues(chosen.len() + 1);
-        self.closed[self.tail as usize] = true;
-        self.closed.resize(self.store.queue_count(), false);
-        self.in_closed += len;
+        let first = self.table.add_queues(chosen.len() + 1);
         for (i, &(_, source)) in chosen.iter().enumerate() {
-            let queue = first + i as u32;
-            self.partners.insert(source, Partner { queue, level });
+            self.partners.insert(source, first + i as u32);
         }
         self.tail = first + chosen.len() as u32;
-        self.levels.push(self.tail);
+        self.levels += 1;
         self.next_check = shape.theta;
         *budget -= chosen.len() + 1;
+        true
     }
 }
 
@@ -241,108 +175,90 @@ pub struct Pnp {
     shape: Shape,
     prq_budget: usize,
     umq_budget: usize,
+    stats: EngineStats,
 }
 
 impl Pnp {
     pub fn new(params: &EngineParams) -> Self {
         let theta = params.theta.max(1);
-        Pnp {
-            prq: Side::new(2, false, theta),
-            umq: Side::new(1, true, theta),
+        let mut pnp = Pnp {
+            prq: Side::new(2, theta),
+            umq: Side::new(1, theta),
             shape: Shape {
                 theta,
                 comm_size: params.comm_size.max(1),
             },
             prq_budget: queue_budget(params.k_p, params.comm_size),
             umq_budget: queue_budget(params.k_p, params.comm_size),
-        }
+            stats: EngineStats::default(),
+        };
+        pnp.count_queues();
+        pnp
     }
 
-    #[inline]
-    fn take_unexpected(
-        &mut self,
-        want: &Pattern,
-        remove: bool,
-        traffic: &mut TrafficStats,
-    ) -> Option<MsgId> {
-        let hit = |e: &Envelope| want.matches(e);
-        let (found, depth) = if self.umq.store.len() == 0 {
-            (None, 0)
-        } else if want.source == ANY_SOURCE {
-            self.umq.store.find_oldest(hit)
-        } else {
-            let key = fingerprint(want.source, want.tag);
-            self.umq.find_from(want.source, key, hit)
-        };
-        traffic.umq.record(depth);
+    fn count_queues(&mut self) {
+        let queues = self.prq.table.queue_count() + self.umq.table.queue_count();
+        self.stats.set_queues(queues as u64);
+    }
+
+    #[inline(always)]
+    fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
+        let (found, depth) = self.umq.table.find_unexpected(want);
+        let taken = remove && found.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
         let at = found?;
-        if !remove {
-            return Some(self.umq.store.entry(at).id);
+        if !taken {
+            return Some(self.umq.table.id(at));
         }
-        traffic.matches += 1;
-        Some(self.umq.remove(at))
+        Some(self.umq.table.remove(at).0)
     }
 }
 
-impl Queues for Pnp {
-    #[inline]
-    fn post(&mut self, want: Pattern, recv: RecvId, traffic: &mut TrafficStats) -> Option<MsgId> {
-        if let Some(msg) = self.take_unexpected(&want, true, traffic) {
+impl MatchEngine for Pnp {
+    #[inline(always)]
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        if let Some(msg) = self.take_unexpected(&want, true) {
             return Some(msg);
         }
-        self.prq
-            .insert(want, recv, &self.shape, &mut self.prq_budget);
+        if self
+            .prq
+            .insert(want, recv, &self.shape, &mut self.prq_budget)
+        {
+            self.count_queues();
+        }
         None
     }
 
-    #[inline]
-    fn arrive(&mut self, env: Envelope, msg: MsgId, traffic: &mut TrafficStats) -> Option<RecvId> {
-        let hit = |p: &Pattern| p.matches(&env);
-        // The source's path first: ANY_SOURCE receives only matter if they are older.
-        let key = fingerprint(env.source, env.tag);
-        let (mut best, mut depth) = self.prq.find_from(env.source, key, hit);
-        if self.prq.store.queue_len(WILD) > 0 {
-            let bound = best.map_or(u64::MAX, |at| self.prq.store.entry(at).seq);
-            let (found, d) = self.prq.store.find(WILD, bound, tag_print(env.tag), hit);
-            depth += d;
-            if found.is_some() {
-                best = found;
-            }
+    #[inline(always)]
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        let (found, depth) = self.prq.table.find_posted(&env);
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
+        if let Some(at) = found {
+            return Some(self.prq.table.remove(at).0);
         }
-        traffic.prq.record(depth);
-        match best {
-            Some(at) => {
-                traffic.matches += 1;
-                Some(self.prq.remove(at))
-            }
-            None => {
-                traffic.unexpected += 1;
-                self.umq.insert(env, msg, &self.shape, &mut self.umq_budget);
-                None
-            }
+        if self.umq.insert(env, msg, &self.shape, &mut self.umq_budget) {
+            self.count_queues();
         }
+        None
     }
 
-    fn probe(&mut self, want: Pattern, remove: bool, traffic: &mut TrafficStats) -> Option<MsgId> {
-        self.take_unexpected(&want, remove, traffic)
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        self.take_unexpected(&want, remove)
     }
 
     fn cancel(&mut self, recv: RecvId) -> bool {
-        match self.prq.store.find_id(recv) {
-            Some(at) => {
-                self.prq.remove(at);
-                true
-            }
-            None => false,
-        }
+        let found = self.prq.table.find_id(recv);
+        found.map(|at| self.prq.table.remove(at)).is_some()
     }
 
     fn queued(&self) -> (usize, usize) {
-        (self.prq.store.len(), self.umq.store.len())
+        (self.prq.table.len(), self.umq.table.len())
     }
 
-    fn queues(&self) -> usize {
-        self.prq.store.queue_count() + self.umq.store.queue_count()
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }
 
@@ -369,14 +285,13 @@ mod tests {
 
     /// Paper 004 Fig. 4 with θ = 4 and n = 4 ranks.
     #[test]
-    fn search_order_of_fig_4() {
+    fn queues_and_search_order_of_fig_4() {
         let params = EngineParams {
             comm_size: 4,
             theta: 4,
             ..EngineParams::default()
         };
         let mut pnp = Pnp::new(&params);
-        let mut traffic = TrafficStats::default();
         let posts = [
             // The base queue reaches θ: rank 0 has 3 > 4/4 receives in it and becomes a partner
             // at level 0; rank 2 (one receive) does not.
@@ -395,69 +310,70 @@ mod tests {
             (3, 0),
         ];
         for (id, &(source, tag)) in posts.iter().enumerate() {
-            assert_eq!(pnp.post(recv(source, tag), id as u64, &mut traffic), None);
+            assert_eq!(pnp.post(recv(source, tag), id as u64), None);
         }
         let side = &pnp.prq;
-        let (rank0, rank2) = (side.partner(0).unwrap(), side.partner(2).unwrap());
-        assert_eq!((rank0.level, rank2.level, side.partners.len), (0, 1, 2));
-        let (np0, np1) = (side.levels[0], side.levels[1]);
-        let path = |source| {
-            let (levels, own) = side.path(source);
-            let mut path = vec![BASE];
-            path.extend(levels.iter().chain(own.as_ref()));
-            path
-        };
-        // Red arrow: a partner searches the base queue, the non-partner queues of the levels
-        // before its own, then its queue.
-        assert_eq!(path(0), [BASE, rank0.queue]);
-        assert_eq!(path(2), [BASE, np0, rank2.queue]);
-        // Green arrows: a non-partner searches the base queue and every non-partner queue.
-        assert_eq!(path(1), [BASE, np0, np1]);
-        assert_eq!(path(3), [BASE, np0, np1]);
+        let (rank0, rank2) = (side.partners.get(0).unwrap(), side.partners.get(2).unwrap());
+        let (np0, np1) = (rank0 + 1, side.tail);
+        assert_eq!((side.levels, side.partners.len), (2, 2));
+        assert_eq!((rank2, np1), (np0 + 1, np0 + 2));
+        assert_eq!([1, 3].map(|s| side.queue_of(s)), [np1, np1]);
         assert_eq!(
-            [BASE, np0, np1, rank0.queue, rank2.queue].map(|q| side.store.queue_len(q)),
+            [BASE, np0, np1, rank0, rank2].map(|q| side.table.queue_len(q)),
             [4, 4, 1, 1, 1]
         );
 
-        // Rank 0's newest receive: the whole base queue, then the first of its own queue.
-        assert_eq!(pnp.arrive(msg(0, 3), 100, &mut traffic), Some(8));
-        assert_eq!(traffic.prq.depth_max, 5);
-        // Rank 2's receives match in posting order across base, level 0 and its own queue.
+        // Rank 0's receives match in posting order across the base queue and its own queue;
+        // rank 2's across the base queue, level 0's non-partner queue and its own queue.
+        for (source, tag, id) in [(0, 3, 8), (0, 1, 1), (0, 0, 0), (0, 2, 2)] {
+            assert_eq!(pnp.arrive(msg(source, tag), 100), Some(id));
+        }
         for id in [3, 4, 5, 7, 9] {
-            assert_eq!(pnp.arrive(msg(2, 7), 100, &mut traffic), Some(id));
+            assert_eq!(pnp.arrive(msg(2, 7), 100), Some(id));
         }
-        assert_eq!(pnp.queued(), (5, 0));
+        for (source, tag, id) in [(3, 0, 10), (1, 0, 6)] {
+            assert_eq!(pnp.arrive(msg(source, tag), 100), Some(id));
+        }
+        assert_eq!(pnp.queued(), (0, 0));
+    }
 
-        // Once the base queue and level 0's non-partner queue are drained, a search looks in
-        // one queue: the newest non-partner queue for rank 3.
-        assert_eq!(pnp.prq.in_closed, 4);
-        for (source, tag, id) in [(0, 0, 0), (0, 2, 2), (0, 1, 1), (1, 0, 6)] {
-            assert_eq!(pnp.arrive(msg(source, tag), 100, &mut traffic), Some(id));
+    /// One source, many tags in reverse: the partner's sub-queues keep every search short (a
+    /// list inspects 1000 elements per search here).
+    #[test]
+    fn one_source_with_many_tags_searches_one_sub_queue() {
+        let params = EngineParams {
+            comm_size: 16,
+            ..EngineParams::default()
+        };
+        let mut pnp = Pnp::new(&params);
+        for tag in 0..2000 {
+            pnp.post(recv(3, tag), tag as u64);
         }
-        assert_eq!(pnp.prq.in_closed, 0);
-        let mut last = TrafficStats::default();
-        assert_eq!(pnp.arrive(msg(3, 0), 100, &mut last), Some(10));
-        assert_eq!(last.prq.depth_total, 1);
+        assert_eq!(pnp.prq.partners.len, 1);
+        for tag in (0..2000).rev() {
+            assert_eq!(pnp.arrive(msg(3, tag), 0), Some(tag as u64));
+        }
+        let prq = pnp.stats().point_to_point.prq;
+        assert!(prq.mean() < 1.5, "mean depth {}", prq.mean());
     }
 
     #[test]
     fn any_source_receives_match_by_tag_in_posting_order() {
         let mut pnp = Pnp::new(&EngineParams::default());
-        let mut traffic = TrafficStats::default();
         for tag in 0..50 {
-            pnp.post(recv(ANY_SOURCE, tag), tag as u64, &mut traffic);
+            pnp.post(recv(ANY_SOURCE, tag), tag as u64);
             if tag == 20 {
-                pnp.post(recv(ANY_SOURCE, ANY_TAG), 100, &mut traffic);
+                pnp.post(recv(ANY_SOURCE, ANY_TAG), 100);
             }
         }
-        pnp.post(recv(3, 45), 101, &mut traffic);
+        pnp.post(recv(3, 45), 101);
         // Tags before the ANY_TAG receive match their own receive.
-        assert_eq!(pnp.arrive(msg(3, 7), 0, &mut traffic), Some(7));
+        assert_eq!(pnp.arrive(msg(3, 7), 0), Some(7));
         // Later tags meet the ANY_TAG receive first, then their own, then the source's.
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(100));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(45));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), Some(101));
-        assert_eq!(pnp.arrive(msg(3, 45), 0, &mut traffic), None);
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(100));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(45));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), Some(101));
+        assert_eq!(pnp.arrive(msg(3, 45), 0), None);
         assert_eq!(pnp.queued(), (48, 1));
     }
 
@@ -471,13 +387,12 @@ mod tests {
             ..EngineParams::default()
         };
         let mut pnp = Pnp::new(&params);
-        let mut traffic = TrafficStats::default();
         for id in 0..400u64 {
             let source = (id % 16) as i32;
-            pnp.arrive(msg(source, 0), id, &mut traffic);
+            pnp.arrive(msg(source, 0), id);
         }
         assert_eq!(pnp.umq.partners.len, 3);
-        assert_eq!(pnp.queues(), 3 + 4);
+        assert_eq!(pnp.stats().queues, 3 + 4);
         assert_eq!(pnp.umq_budget, 0);
     }
 }

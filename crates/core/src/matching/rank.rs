@@ -68,10 +68,10 @@ impl RankEngine {
 
     fn take_unexpected(&mut self, want: &Pattern, remove: bool) -> Option<MsgId> {
         let (hit, depth) = self.find_unexpected(want);
-        self.stats.traffic(want.class).umq.record(depth);
+        let taken = remove && hit.is_some();
+        self.stats.traffic(want.class).lookup(depth, taken);
         let (source, i) = hit?;
-        if remove {
-            self.stats.traffic(want.class).matches += 1;
+        if taken {
             take(&mut self.unexpected_by_source[source], i).map(|a| a.msg)
         } else {
             Some(self.unexpected_by_source[source][i].msg)
@@ -117,16 +117,12 @@ impl MatchEngine for RankEngine {
             (None, Some(_)) => false,
             (None, None) => {
                 let seq = self.seq();
-                let traffic = self.stats.traffic(env.class);
-                traffic.prq.record(depth);
-                traffic.unexpected += 1;
+                self.stats.traffic(env.class).arrival(depth, false);
                 self.unexpected_by_source[source].push_back(Arrived { seq, env, msg });
                 return None;
             }
         };
-        let traffic = self.stats.traffic(env.class);
-        traffic.prq.record(depth);
-        traffic.matches += 1;
+        self.stats.traffic(env.class).arrival(depth, true);
         let (queue, index) = if take_specific {
             (&mut self.posted_by_source[source], hit_specific.unwrap())
         } else {

@@ -1,7 +1,8 @@
 //! The elements of one side (posted receives or unexpected messages) of an engine.
 //!
 //! Each queue is contiguous in insertion order, and a search scans a parallel array of 16-bit
-//! fingerprints, eight per vector compare, so a long queue costs two bytes per element passed.
+//! fingerprints, 8 to 32 per vector compare (`Simd`), so a long queue costs two bytes per
+//! element passed.
 //! Sequence numbers order elements across queues. An ordered store also
 //! keeps every element in one arrival-ordered deque, which answers searches that no queue can
 //! narrow down (wildcard receives against unexpected messages) at the cost of a list.
@@ -9,7 +10,7 @@
 //! An emptied queue keeps its buffer, so steady traffic allocates nothing; memory follows the
 //! peak queue lengths.
 
-use super::{Element, ANY_SOURCE, ANY_TAG};
+use super::{source_tag, spread, Element, Simd, ANY_SOURCE, ANY_TAG};
 use std::collections::VecDeque;
 
 const HOLE: u32 = u32::MAX;
@@ -36,65 +37,13 @@ pub(super) fn fingerprint(source: i32, tag: i32) -> u16 {
     if source == ANY_SOURCE || tag == ANY_TAG {
         return 0;
     }
-    print_of(((source as u32 as u64) << 32) | tag as u32 as u64)
+    print_of(source_tag(source, tag))
 }
 
-/// The fingerprint of a tag alone (0 for ANY_TAG), for a queue whose elements all have the
-/// same source or ANY_SOURCE, such as a queue of ANY_SOURCE receives.
-#[inline]
-pub(super) fn tag_print(tag: i32) -> u16 {
-    if tag == ANY_TAG {
-        return 0;
-    }
-    print_of(tag as u32 as u64)
-}
-
-/// The top 16 bits of a multiplicative hash of `key`, never 0.
+/// The top 16 bits of a hash of `key`, never 0.
 #[inline]
 fn print_of(key: u64) -> u16 {
-    ((key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as u16).max(1)
-}
-
-/// The first index of `prints` that may match `key`: equal to it or a wildcard.
-#[inline]
-fn candidate(prints: &[u16], key: u16) -> Option<usize> {
-    let len = prints.len();
-    #[cfg(target_arch = "x86_64")]
-    if len >= 8 {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of x86_64; every load reads 8 elements inside `prints`.
-        unsafe {
-            let (keys, zero) = (_mm_set1_epi16(key as i16), _mm_setzero_si128());
-            // One bit per element of the 8 from `at` that may match.
-            let lanes = |at: usize| {
-                let v = _mm_loadu_si128(prints.as_ptr().add(at) as *const __m128i);
-                let hits = _mm_or_si128(_mm_cmpeq_epi16(v, keys), _mm_cmpeq_epi16(v, zero));
-                _mm_movemask_epi8(_mm_packs_epi16(hits, zero)) as u32
-            };
-            let mut base = 0;
-            while base + 16 <= len {
-                let mask = lanes(base) | lanes(base + 8) << 8;
-                if mask != 0 {
-                    return Some(base + mask.trailing_zeros() as usize);
-                }
-                base += 16;
-            }
-            if base + 8 <= len {
-                let mask = lanes(base);
-                if mask != 0 {
-                    return Some(base + mask.trailing_zeros() as usize);
-                }
-                base += 8;
-            }
-            if base == len {
-                return None;
-            }
-            // The last 8 elements, less those already seen: no element-by-element tail.
-            let mask = lanes(len - 8) >> (base + 8 - len);
-            return (mask != 0).then(|| base + mask.trailing_zeros() as usize);
-        }
-    }
-    prints.iter().position(|&p| p == key || p == 0)
+    ((spread(key) >> 48) as u16).max(1)
 }
 
 /// One queue, oldest first, as two arrays from `head` on: fingerprints, scanned, and entries.
@@ -188,6 +137,7 @@ struct Slot<T> {
 }
 
 pub(super) struct Store<T> {
+    simd: Simd,
     queues: Vec<Queue<T>>,
     len: usize,
     next_seq: u64,
@@ -195,8 +145,11 @@ pub(super) struct Store<T> {
 }
 
 impl<T: Element> Store<T> {
-    pub fn new(queues: usize, ordered: bool) -> Self {
+    /// `queues` empty queues scanned at the width of `simd` (a `usable` one); `ordered` keeps
+    /// the arrival order for `find_oldest`.
+    pub fn new(queues: usize, ordered: bool, simd: Simd) -> Self {
         Store {
+            simd: simd.usable(),
             queues: (0..queues).map(|_| Queue::new()).collect(),
             len: 0,
             next_seq: 0,
@@ -216,6 +169,7 @@ impl<T: Element> Store<T> {
         self.queues.len()
     }
 
+    #[cfg(test)]
     pub fn queue_len(&self, queue: u32) -> usize {
         self.queues[queue as usize].len()
     }
@@ -236,13 +190,7 @@ impl<T: Element> Store<T> {
     /// Appends to `queue`; the element is the newest of the store.
     #[inline(always)]
     pub fn push(&mut self, queue: u32, item: T, id: u64) {
-        self.push_printed(queue, item, id, fingerprint(item.source(), item.tag()));
-    }
-
-    /// `push` with the element's fingerprint given: searches of `queue` must then compute their
-    /// keys the same way (see `tag_print`).
-    #[inline(always)]
-    pub fn push_printed(&mut self, queue: u32, item: T, id: u64, print: u16) {
+        let print = fingerprint(item.source(), item.tag());
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queues[queue as usize].push(print, Entry { item, seq, id });
@@ -303,7 +251,7 @@ impl<T: Element> Store<T> {
             let prints = &q.prints()[..end];
             let mut from = 0;
             loop {
-                match candidate(&prints[from..], key) {
+                match self.simd.first_either(&prints[from..], key, 0) {
                     Some(i) if hit(&entries[from + i].item) => break Some(from + i),
                     Some(i) => from += i + 1,
                     None => break None,
@@ -353,14 +301,6 @@ impl<T: Element> Store<T> {
             })
         })
     }
-
-    /// The elements of `queue`, oldest first.
-    pub fn items(&self, queue: u32) -> impl Iterator<Item = &T> + '_ {
-        self.queues[queue as usize]
-            .entries()
-            .iter()
-            .map(|e| &e.item)
-    }
 }
 
 impl<T: Copy> Order<T> {
@@ -396,7 +336,7 @@ mod tests {
 
     #[test]
     fn holes_behind_an_old_element_are_squeezed_out_and_order_kept() {
-        let mut store: Store<Envelope> = Store::new(3, true);
+        let mut store: Store<Envelope> = Store::new(3, true, Simd::detect());
         for i in 0..300u32 {
             store.push(i % 3, msg(i), i as u64);
         }
@@ -439,12 +379,18 @@ mod tests {
 
     #[test]
     fn fingerprint_scan_finds_wildcards_and_counts_inspected_elements() {
+        for simd in Simd::available_all() {
+            fingerprint_scan_at(simd);
+        }
+    }
+
+    fn fingerprint_scan_at(simd: Simd) {
         let want = |source, tag| Pattern {
             source,
             tag,
             class: Class::PointToPoint,
         };
-        let mut store: Store<Pattern> = Store::new(1, false);
+        let mut store: Store<Pattern> = Store::new(1, false, simd);
         for tag in 0..40 {
             store.push(0, want(1, tag), tag as u64);
         }

@@ -134,13 +134,37 @@ pub(crate) fn check_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
     }
 }
 
+/// Every engine, once per vector width this CPU has for those that scan with vectors (the
+/// portable fallback included), built with `params`.
+fn every_engine(
+    params: &EngineParams,
+) -> impl Iterator<Item = (EngineKind, Box<dyn MatchEngine>)> + '_ {
+    let vectors = [
+        EngineKind::Col,
+        EngineKind::ColPnp,
+        EngineKind::ColList,
+        EngineKind::Batch,
+        EngineKind::Fuzzy,
+    ];
+    EngineKind::ALL.iter().flat_map(move |&kind| {
+        let widths: Vec<Simd> = if vectors.contains(&kind) {
+            Simd::available_all().collect()
+        } else {
+            vec![params.simd]
+        };
+        widths.into_iter().map(move |simd| {
+            let params = EngineParams { simd, ..*params };
+            (kind, build_engine(kind, &params))
+        })
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn every_engine_matches_like_one_ordered_list(ops in ops(200)) {
-        for &kind in EngineKind::ALL {
-            let mut engine = build_engine(kind, &params(SOURCES as usize));
+        for (_, mut engine) in every_engine(&params(SOURCES as usize)) {
             check_against_model(engine.as_mut(), &ops);
         }
     }
@@ -213,6 +237,49 @@ fn collective_elements_never_match_point_to_point_receives() {
 }
 
 #[test]
+fn split_engines_count_each_traffic_type_in_its_part() {
+    let params = params(8);
+    let mut split = build_engine(EngineKind::ColPnp, &params);
+    let (mut p2p, mut coll) = (
+        build_engine(EngineKind::Pnp, &params),
+        build_engine(EngineKind::Col, &params),
+    );
+    let collective = Class::Collective {
+        kind: 1,
+        size_class: 0,
+    };
+    for i in 0..300 {
+        let (source, tag) = ((i % 7) as i32, (i % 5) as i32);
+        let class = if i % 3 == 0 {
+            collective
+        } else {
+            Class::PointToPoint
+        };
+        let part = if class.is_collective() {
+            &mut coll
+        } else {
+            &mut p2p
+        };
+        let want = Pattern { source, tag, class };
+        let env = Envelope {
+            source: (i % 6) as i32,
+            tag,
+            class,
+        };
+        if i % 4 == 1 {
+            assert_eq!(split.arrive(env, i), part.arrive(env, i));
+        } else {
+            assert_eq!(split.post(want, i), part.post(want, i));
+        }
+        // Read between operations: the counters follow every one of them.
+        let stats = *split.stats();
+        assert_eq!(stats.point_to_point, p2p.stats().point_to_point);
+        assert_eq!(stats.collective, coll.stats().collective);
+        assert_eq!(stats.queues, p2p.stats().queues + coll.stats().queues);
+    }
+}
+
+#[test]
 fn search_depth_counts_inspected_elements() {
     let mut engine = ListEngine::new();
     for tag in 0..4 {
@@ -271,6 +338,7 @@ fn small_params() -> impl Strategy<Value = EngineParams> {
                 k_p,
                 adaptive_depth,
                 adaptive_window,
+                simd: Simd::detect(),
                 assertions: Assertions::default(),
             },
         )
@@ -291,8 +359,7 @@ proptest! {
 
     #[test]
     fn every_engine_matches_like_one_ordered_list_past_its_thresholds((params, ops) in small_case()) {
-        for &kind in EngineKind::ALL {
-            let mut engine = build_engine(kind, &params);
+        for (_, mut engine) in every_engine(&params) {
             check_against_model(engine.as_mut(), &ops);
         }
     }
@@ -302,8 +369,10 @@ proptest! {
         posts in prop::collection::vec(pattern(), 0..300),
         burst in prop::collection::vec(envelope(), 0..300),
         after in ops(60),
+        width in 0usize..4,
     ) {
-        let mut batch = BatchEngine::new();
+        let simd = Simd::ALL[width].usable();
+        let mut batch = BatchEngine::new(simd);
         let mut list = ListEngine::new();
         for (id, &want) in posts.iter().enumerate() {
             prop_assert_eq!(batch.post(want, id as u64), list.post(want, id as u64));
@@ -332,7 +401,8 @@ proptest! {
 
 #[test]
 fn every_name_parses_back() {
-    let names = "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, gpu";
+    let names =
+        "list, rank, bins, adaptive, pnp, col, col+pnp, col+list, list+pnp, batch, fuzzy, gpu";
     assert_eq!(EngineKind::accepted(), names);
     for &kind in EngineKind::ALL {
         assert_eq!(EngineKind::parse(kind.name()), Some(kind));

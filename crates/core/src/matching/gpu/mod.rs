@@ -34,7 +34,6 @@ pub use device::{
 };
 
 use super::bins::Bins;
-use super::Single;
 use super::{Class, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
 use super::{ANY_SOURCE, ANY_TAG};
 use crate::report::Offload;
@@ -274,7 +273,7 @@ pub fn build(params: &EngineParams) -> Box<dyn MatchEngine> {
             Err(error) => device::record_failure(error),
         }
     }
-    Box::new(Single::wrap(Bins::new(params.bins)))
+    Box::new(Bins::new(params.bins))
 }
 
 impl GpuEngine {

@@ -2,7 +2,8 @@
 # Every test: the engines' unit and property tests and the command's tests, the shim built for
 # MPICH and Open MPI, the ld-preload tests (point-to-point and collectives) natively and under
 # the shim with every engine (MPICH; three on Open MPI), the collective tests with MATCHSHIM_COLL=native too, and mpi4py's
-# suite under the default engine on both.
+# suite under the default engine on both; and the ld-preload tests and two applications across
+# network-namespace hosts (Open MPI over TCP).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
@@ -16,3 +17,4 @@ ci/ld-preload-tests.sh --mpi mpich --engines "$(engines | tr '\n' ' ')"
 ci/ld-preload-tests.sh --mpi openmpi --engines "list rank col+pnp"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
 ci/mpi4py.sh --mpi all --engines "col+pnp"
+ci/multihost.sh --mpi openmpi

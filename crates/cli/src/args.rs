@@ -9,12 +9,17 @@ usage:
   matchshim report [--json] [--ranks] RUN_DIR...
   matchshim compare [--engines E1,E2,...] [--repeat R] [--mpi mpich|openmpi] [--lib PATH]
                     [--out DIR] [--plot FILE.svg] -n N -- PROGRAM [ARGS...]
+  matchshim replay [--engines E1,E2,...] [--repeat R] [--ranks] [--json] [--plot FILE.svg]
+                   TRACE_DIR
 
 run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
          (default matchshim-runs/<time>-<engine>) and prints the summary
 report   prints the summary of runs (--json: machine-readable; --ranks: a row per rank)
 compare  runs PROGRAM natively and under each engine (default: all), R times each (median),
          and prints queue search time speedups over `list`, queues allocated and wall times
+replay   runs the traces in TRACE_DIR (recorded with MATCHSHIM_TRACE=TRACE_DIR, or generated)
+         through each engine (default: all) with no MPI, R rounds (median), and prints search
+         depths, search time speedups over `list`, queues and heap bytes per rank
 
 The shim library defaults to target/release/libmatchshim.so (MPICH) or
 target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
@@ -46,6 +51,14 @@ pub enum Command {
         launch: Launch,
         engines: Option<Vec<String>>,
         repeat: usize,
+        plot: Option<PathBuf>,
+    },
+    Replay {
+        dir: PathBuf,
+        engines: Option<Vec<String>>,
+        repeat: usize,
+        per_rank: bool,
+        json: bool,
         plot: Option<PathBuf>,
     },
     /// Internal: wraps one rank's process to record its exit status and stderr.
@@ -97,6 +110,21 @@ impl Cursor {
         }
     }
 
+    /// A comma-separated list of at least one name.
+    fn list(&mut self, option: &str) -> Result<Vec<String>, String> {
+        let list: Vec<String> = self
+            .value(option)?
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(String::from)
+            .collect();
+        if list.is_empty() {
+            return Err(format!("{option} needs at least one name"));
+        }
+        Ok(list)
+    }
+
     fn rest(&mut self) -> Vec<String> {
         self.args.by_ref().collect()
     }
@@ -119,6 +147,7 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
     match sub.as_str() {
         "run" | "compare" => parse_launch(&sub, &mut cursor),
         "report" => parse_report(&mut cursor),
+        "replay" => parse_replay(&mut cursor),
         "_rank" => {
             let dir = cursor.next().ok_or("_rank needs a directory")?;
             match cursor.next().as_deref() {
@@ -136,7 +165,9 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
         }
         "help" | "-h" | "--help" => Ok(Command::Help),
         "-V" | "--version" => Ok(Command::Version),
-        other => Err(format!("unknown command {other:?} (run, report, compare)")),
+        other => Err(format!(
+            "unknown command {other:?} (run, report, compare, replay)"
+        )),
     }
 }
 
@@ -163,19 +194,7 @@ fn parse_launch(sub: &str, cursor: &mut Cursor) -> Result<Command, String> {
                 cursor.check_no_value(&arg)?;
                 per_rank = true;
             }
-            "--engines" if compare => {
-                let list: Vec<String> = cursor
-                    .value(&arg)?
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|e| !e.is_empty())
-                    .map(String::from)
-                    .collect();
-                if list.is_empty() {
-                    return Err("--engines needs at least one engine".into());
-                }
-                engines = Some(list);
-            }
+            "--engines" if compare => engines = Some(cursor.list(&arg)?),
             "--repeat" if compare => repeat = cursor.number(&arg)?,
             "--plot" if compare => plot = Some(PathBuf::from(cursor.value(&arg)?)),
             "--" => {
@@ -244,6 +263,39 @@ fn parse_report(cursor: &mut Cursor) -> Result<Command, String> {
         dirs,
         json,
         per_rank,
+    })
+}
+
+fn parse_replay(cursor: &mut Cursor) -> Result<Command, String> {
+    let (mut dir, mut engines, mut repeat, mut plot) = (None, None, 3, None);
+    let (mut per_rank, mut json) = (false, false);
+    while let Some(arg) = cursor.next() {
+        match arg.as_str() {
+            "--engines" => engines = Some(cursor.list(&arg)?),
+            "--repeat" => repeat = cursor.number(&arg)?,
+            "--plot" => plot = Some(PathBuf::from(cursor.value(&arg)?)),
+            "--ranks" => {
+                cursor.check_no_value(&arg)?;
+                per_rank = true;
+            }
+            "--json" => {
+                cursor.check_no_value(&arg)?;
+                json = true;
+            }
+            option if option.starts_with('-') => {
+                return Err(format!("replay does not take {option}"));
+            }
+            _ if dir.is_some() => return Err("replay takes one TRACE_DIR".into()),
+            _ => dir = Some(PathBuf::from(arg)),
+        }
+    }
+    Ok(Command::Replay {
+        dir: dir.ok_or("replay needs a TRACE_DIR")?,
+        engines,
+        repeat,
+        per_rank,
+        json,
+        plot,
     })
 }
 
@@ -335,6 +387,35 @@ mod tests {
         assert!(parse_str("frobnicate")
             .unwrap_err()
             .contains("unknown command"));
+    }
+
+    #[test]
+    fn replay_takes_a_directory_and_options() {
+        let cmd =
+            parse_str("replay --engines list,bins --repeat 5 --ranks t --plot p.svg").unwrap();
+        assert_eq!(
+            cmd,
+            Command::Replay {
+                dir: "t".into(),
+                engines: Some(vec!["list".into(), "bins".into()]),
+                repeat: 5,
+                per_rank: true,
+                json: false,
+                plot: Some("p.svg".into()),
+            }
+        );
+        let Command::Replay { repeat, .. } = parse_str("replay --json t").unwrap() else {
+            panic!()
+        };
+        assert_eq!(repeat, 3);
+        assert!(parse_str("replay").unwrap_err().contains("TRACE_DIR"));
+        assert!(parse_str("replay a b")
+            .unwrap_err()
+            .contains("one TRACE_DIR"));
+        assert!(parse_str("replay --engines , t")
+            .unwrap_err()
+            .contains("at least one"));
+        assert!(parse_str("replay -n 2 t").unwrap_err().contains("-n"));
     }
 
     #[test]

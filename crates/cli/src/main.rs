@@ -2,13 +2,19 @@
 
 mod args;
 mod compare;
+mod memory;
+mod replay;
 mod reports;
 mod runs;
 mod svg;
 mod table;
 
+#[global_allocator]
+static HEAP: memory::Counting = memory::Counting;
+
 use args::{Command, Launch};
 use compare::{Comparison, Progress, Run};
+use matchshim_core::matching::EngineParams;
 use reports::Summary;
 use runs::{Mpi, Spec};
 use std::path::{Path, PathBuf};
@@ -39,6 +45,14 @@ fn main() -> ExitCode {
             repeat,
             plot,
         } => compare(launch, engines, repeat, plot),
+        Command::Replay {
+            dir,
+            engines,
+            repeat,
+            per_rank,
+            json,
+            plot,
+        } => replay_traces(&dir, engines, repeat, per_rank, json, plot),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
         Command::Help => {
             println!("{}", args::USAGE);
@@ -243,6 +257,40 @@ fn compare(
         std::fs::write(&plot, svg::plot(&comparison))
             .map_err(|e| format!("cannot write {}: {e}", plot.display()))?;
         println!("plot: {}", plot.display());
+    }
+    Ok(())
+}
+
+fn replay_traces(
+    dir: &Path,
+    engines: Option<Vec<String>>,
+    repeat: usize,
+    per_rank: bool,
+    json: bool,
+    plot: Option<PathBuf>,
+) -> Result<(), String> {
+    let kinds = replay::engines(engines)?;
+    let traces = matchshim_core::trace::read_dir(dir)?;
+    let label = dir.display().to_string();
+    let outcome = replay::run(&label, &traces, &kinds, repeat, &EngineParams::default())?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", replay::table(&outcome));
+        if per_rank {
+            for reports in &outcome.per_rank {
+                println!("\n{}:", reports[0].engine);
+                print!("{}", table::per_rank(reports));
+            }
+        }
+    }
+    if let Some(plot) = plot {
+        std::fs::write(&plot, svg::plot(&outcome.comparison))
+            .map_err(|e| format!("cannot write {}: {e}", plot.display()))?;
+        eprintln!("plot: {}", plot.display());
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `matchshim run`, `report` and `compare` for real: the demo program on 2 ranks under the shim
-//! this crate builds. Skipped (with a note) only where the MPI's launcher is missing.
+//! `matchshim run`, `report`, `compare` and `replay` for real: the demo program on 2 ranks under
+//! the shim this crate builds. Skipped (with a note) only where the MPI's launcher is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -98,9 +98,22 @@ fn text(bytes: &[u8]) -> String {
 
 /// `run … -n 2 -- program` under the shim, with `engine`, into a fresh `out`.
 fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output {
+    run_under_shim_with(s, engine, out, program, &[])
+}
+
+/// `run_under_shim` with `MATCHSHIM_*` variables for the ranks.
+fn run_under_shim_with(
+    s: &Setup,
+    engine: &str,
+    out: &str,
+    program: &Path,
+    vars: &[(&str, &Path)],
+) -> Output {
     let out = s.tmp.join(format!("run-{out}"));
     let _ = std::fs::remove_dir_all(&out);
-    matchshim(&[
+    let mut command = Command::new(EXE);
+    command.envs(vars.iter().copied());
+    command.args([
         "run",
         "--engine",
         engine,
@@ -114,7 +127,8 @@ fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output 
         "2",
         "--",
         program.to_str().unwrap(),
-    ])
+    ]);
+    command.output().expect("run matchshim")
 }
 
 /// The one-line error a failed command ends with.
@@ -276,6 +290,80 @@ fn compare_prints_speedups_over_list_and_plots_them() {
     // report over a compare directory: a table per run under the shim.
     let out = matchshim(&["report", dir.to_str().unwrap()]);
     assert_eq!(text(&out.stdout).matches("engine ").count(), 2);
+}
+
+/// The traces of a run, replayed with the engine that recorded them, give its report's counters
+/// exactly; every other engine replays them to the same matches.
+#[test]
+fn replay_of_a_recorded_run_gives_its_report_again() {
+    let Some((s, _job)) = setup() else { return };
+    let traces = s.tmp.join("traces");
+    let _ = std::fs::remove_dir_all(&traces);
+    let out = run_under_shim_with(
+        s,
+        "col+pnp",
+        "traced",
+        &s.demo,
+        &[("MATCHSHIM_TRACE", &traces)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for rank in 0..2 {
+        assert!(traces.join(format!("rank{rank}-comm0.trace")).is_file());
+    }
+    let out = matchshim(&[
+        "report",
+        "--json",
+        s.tmp.join("run-traced").to_str().unwrap(),
+    ]);
+    let recorded: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = matchshim(&[
+        "replay",
+        "--json",
+        "--repeat",
+        "1",
+        "--engines",
+        "col+pnp,bins",
+        traces.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let replayed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summaries = replayed["summaries"].as_array().unwrap();
+    let engines: Vec<&str> = summaries
+        .iter()
+        .map(|s| s["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["list", "rank", "col+pnp", "bins"]);
+    let col_pnp = &summaries[2];
+    for traffic in ["point_to_point", "collective"] {
+        let (a, b) = (&recorded["summary"][traffic], &col_pnp[traffic]);
+        for queue in ["prq", "umq"] {
+            assert_eq!(
+                a[queue]["searches"], b[queue]["searches"],
+                "{traffic} {queue}"
+            );
+            assert_eq!(
+                a[queue]["max_depth"], b[queue]["max_depth"],
+                "{traffic} {queue}"
+            );
+        }
+        assert!(a["matches"].as_u64().unwrap() > 0, "{traffic}");
+        for summary in summaries {
+            assert_eq!(summary[traffic]["matches"], a["matches"], "{traffic}");
+        }
+    }
+    assert_eq!(recorded["summary"]["queues"], col_pnp["queues"]);
+    let memory = replayed["memory"].as_array().unwrap();
+    assert!(memory.iter().all(|m| m["max_bytes"].as_u64().unwrap() > 0));
+
+    // A damaged trace is refused with its name.
+    let first = traces.join("rank0-comm0.trace");
+    let bytes = std::fs::read(&first).unwrap();
+    std::fs::write(&first, &bytes[..bytes.len() - 1]).unwrap();
+    let err = error_line(&matchshim(&["replay", traces.to_str().unwrap()]));
+    assert!(
+        err.contains("rank0-comm0.trace") && err.contains("cut short"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -13,6 +13,8 @@ pub struct Config {
     pub verbose: bool,
     /// Who runs collectives.
     pub coll: CollMode,
+    /// Directory that gets every communicator's trace at `MPI_Finalize`.
+    pub trace: Option<PathBuf>,
 }
 
 /// `MATCHSHIM_COLL`: the shim runs collectives on its own point-to-point (`shim`), or passes
@@ -33,6 +35,7 @@ const KNOWN: &[&str] = &[
     "MATCHSHIM_COLL",
     "MATCHSHIM_REPORT",
     "MATCHSHIM_VERBOSE",
+    "MATCHSHIM_TRACE",
 ];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
@@ -47,6 +50,13 @@ fn positive(name: &str, value: &str) -> Result<usize, String> {
         .ok_or_else(|| bad_value(name, value, "a positive integer"))
 }
 
+fn path(name: &str, value: String, accepted: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(bad_value(name, &value, accepted));
+    }
+    Ok(PathBuf::from(value))
+}
+
 impl Config {
     /// Reads `MATCHSHIM_*` from `vars`; an error names the variable and what it accepts.
     pub fn from_vars<I>(vars: I) -> Result<Config, String>
@@ -59,6 +69,7 @@ impl Config {
             report: None,
             verbose: false,
             coll: CollMode::Shim,
+            trace: None,
         };
         // MATCHSHIM_K splits evenly; MATCHSHIM_KC / MATCHSHIM_KP then override their half.
         let (mut k, mut k_c, mut k_p) = (None, None, None);
@@ -76,12 +87,8 @@ impl Config {
                     config.engine = EngineKind::parse(&value)
                         .ok_or_else(|| bad_value(&name, &value, &EngineKind::accepted()))?;
                 }
-                "MATCHSHIM_REPORT" => {
-                    if value.is_empty() {
-                        return Err(bad_value(&name, &value, "a file path"));
-                    }
-                    config.report = Some(PathBuf::from(value));
-                }
+                "MATCHSHIM_REPORT" => config.report = Some(path(&name, value, "a file path")?),
+                "MATCHSHIM_TRACE" => config.trace = Some(path(&name, value, "a directory")?),
                 "MATCHSHIM_VERBOSE" => {
                     config.verbose = match value.as_str() {
                         "0" | "" => false,
@@ -129,7 +136,7 @@ mod tests {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
         assert_eq!(config.engine, EngineKind::ColPnp);
         assert_eq!(config.params, EngineParams::default());
-        assert!(config.report.is_none() && !config.verbose);
+        assert!(config.report.is_none() && !config.verbose && config.trace.is_none());
         assert_eq!(config.coll, CollMode::Shim);
     }
 
@@ -185,6 +192,17 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn trace_names_a_directory() {
+        let config = Config::from_vars(vars(&[("MATCHSHIM_TRACE", "/tmp/t")])).unwrap();
+        assert_eq!(config.trace, Some(PathBuf::from("/tmp/t")));
+        let err = Config::from_vars(vars(&[("MATCHSHIM_TRACE", "")])).unwrap_err();
+        assert!(
+            err.contains("MATCHSHIM_TRACE") && err.contains("directory"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod rank;
 mod store;
 mod table;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use batch::BatchEngine;
 pub use list::ListEngine;

@@ -3,6 +3,7 @@
 use crate::config::Config;
 use crate::ffi::*;
 use crate::runtime::{install, report, runtime, take_for_finalize};
+use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
 
 /// A build for one MPI loaded under a program of the other would crash in its first call.
@@ -39,6 +40,9 @@ unsafe fn init(start: impl FnOnce() -> c_int) -> c_int {
         stop(&message);
     }
     let config = Config::from_vars(std::env::vars()).unwrap_or_else(|message| stop(&message));
+    if let Some(dir) = &config.trace {
+        trace::start_recording(dir, config.engine.name()).unwrap_or_else(|message| stop(&message));
+    }
     let err = start();
     if err == abi().success {
         let mut provided = 0;
@@ -73,6 +77,13 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
                 );
+            }
+        }
+        if rt.config.trace.is_some() {
+            let mut size = 0;
+            PMPI_Comm_size(abi().comm_world, &mut size);
+            if let Err(e) = trace::finish_recording(rt.world_rank as usize, size as usize) {
+                eprintln!("matchshim: {e}");
             }
         }
         if rt.config.verbose {

@@ -153,7 +153,7 @@ impl Comm {
             inter,
             coll: CollComm::new(),
             queues: Mutex::new(Queues {
-                engine: build_engine(engine, &params),
+                engine: matchshim_core::trace::recorded(build_engine(engine, &params), &params),
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),

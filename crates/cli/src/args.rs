@@ -11,6 +11,8 @@ usage:
                     [--out DIR] [--plot FILE.svg] -n N -- PROGRAM [ARGS...]
   matchshim replay [--engines E1,E2,...] [--repeat R] [--ranks] [--json] [--plot FILE.svg]
                    TRACE_DIR
+  matchshim generate [--machine local|cluster] [--keep all|K] [--seed S] --out TRACE_DIR
+                     -n N -- PROGRAM [ARGS...]
 
 run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
          (default matchshim-runs/<time>-<engine>) and prints the summary
@@ -20,6 +22,11 @@ compare  runs PROGRAM natively and under each engine (default: all), R times eac
 replay   runs the traces in TRACE_DIR (recorded with MATCHSHIM_TRACE=TRACE_DIR, or generated)
          through each engine (default: all) with no MPI, R rounds (median), and prints search
          depths, search time speedups over `list`, queues and heap bytes per rank
+generate writes the traces of a ci/bench program (coll hotspot, app_radix, app_nbody,
+         app_miniamr, halo_mt, with their options) on N ranks from a simulation of it on
+         the shim: on this kind of machine (local: 2 shared cores) or a cluster (a core per
+         thread); --keep K keeps rank 0, the last and evenly spaced ranks, K in all;
+         traces already in TRACE_DIR are removed first
 
 The shim library defaults to target/release/libmatchshim.so (MPICH) or
 target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
@@ -61,6 +68,14 @@ pub enum Command {
         json: bool,
         plot: Option<PathBuf>,
     },
+    Generate {
+        ranks: usize,
+        out: PathBuf,
+        machine: String,
+        keep: Option<usize>,
+        seed: u64,
+        program: Vec<String>,
+    },
     /// Internal: wraps one rank's process to record its exit status and stderr.
     Rank {
         dir: PathBuf,
@@ -68,6 +83,13 @@ pub enum Command {
     },
     Help,
     Version,
+}
+
+fn positive(option: &str, text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{option} wants a positive number, not {text:?}")),
+    }
 }
 
 /// Splits `--name=value` and walks the arguments.
@@ -104,10 +126,7 @@ impl Cursor {
 
     fn number(&mut self, option: &str) -> Result<usize, String> {
         let text = self.value(option)?;
-        match text.parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{option} wants a positive number, not {text:?}")),
-        }
+        positive(option, &text)
     }
 
     /// A comma-separated list of at least one name.
@@ -148,6 +167,7 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
         "run" | "compare" => parse_launch(&sub, &mut cursor),
         "report" => parse_report(&mut cursor),
         "replay" => parse_replay(&mut cursor),
+        "generate" => parse_generate(&mut cursor),
         "_rank" => {
             let dir = cursor.next().ok_or("_rank needs a directory")?;
             match cursor.next().as_deref() {
@@ -166,7 +186,7 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
         "help" | "-h" | "--help" => Ok(Command::Help),
         "-V" | "--version" => Ok(Command::Version),
         other => Err(format!(
-            "unknown command {other:?} (run, report, compare, replay)"
+            "unknown command {other:?} (run, report, compare, replay, generate)"
         )),
     }
 }
@@ -299,6 +319,49 @@ fn parse_replay(cursor: &mut Cursor) -> Result<Command, String> {
     })
 }
 
+fn parse_generate(cursor: &mut Cursor) -> Result<Command, String> {
+    let (mut ranks, mut out, mut machine, mut keep, mut seed) =
+        (None, None, "cluster".to_string(), None, 1);
+    let mut program = Vec::new();
+    while let Some(arg) = cursor.next() {
+        match arg.as_str() {
+            "-n" | "-np" => ranks = Some(cursor.number(&arg)?),
+            "--out" => out = Some(PathBuf::from(cursor.value(&arg)?)),
+            "--machine" => machine = cursor.value(&arg)?,
+            "--keep" => {
+                keep = match cursor.value(&arg)?.as_str() {
+                    "all" => None,
+                    text => Some(positive(&arg, text)?),
+                }
+            }
+            "--seed" => seed = cursor.number(&arg)? as u64,
+            "--" => {
+                program = cursor.rest();
+                break;
+            }
+            option if option.starts_with('-') => {
+                return Err(format!("generate does not take {option}"));
+            }
+            _ => {
+                program.push(arg);
+                program.extend(cursor.rest());
+                break;
+            }
+        }
+    }
+    if program.is_empty() {
+        return Err("generate needs a program after --".into());
+    }
+    Ok(Command::Generate {
+        ranks: ranks.ok_or("generate needs -n RANKS")?,
+        out: out.ok_or("generate needs --out TRACE_DIR")?,
+        machine,
+        keep,
+        seed,
+        program,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +479,40 @@ mod tests {
             .unwrap_err()
             .contains("at least one"));
         assert!(parse_str("replay -n 2 t").unwrap_err().contains("-n"));
+    }
+
+    #[test]
+    fn generate_takes_ranks_a_directory_and_the_program() {
+        let cmd = parse_str("generate -n 64 --keep 8 --out t -- app_nbody -b 16").unwrap();
+        assert_eq!(
+            cmd,
+            Command::Generate {
+                ranks: 64,
+                out: "t".into(),
+                machine: "cluster".into(),
+                keep: Some(8),
+                seed: 1,
+                program: vec!["app_nbody".into(), "-b".into(), "16".into()],
+            }
+        );
+        let Command::Generate { keep, machine, .. } =
+            parse_str("generate --machine local --keep all -n 2 --out t coll hotspot").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((keep, machine.as_str()), (None, "local"));
+        assert!(parse_str("generate -n 2 --out t")
+            .unwrap_err()
+            .contains("program"));
+        assert!(parse_str("generate --out t halo_mt")
+            .unwrap_err()
+            .contains("-n"));
+        assert!(parse_str("generate -n 2 halo_mt")
+            .unwrap_err()
+            .contains("--out"));
+        assert!(parse_str("generate --keep x -n 2 --out t halo_mt")
+            .unwrap_err()
+            .contains("positive"));
     }
 
     #[test]

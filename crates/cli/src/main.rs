@@ -53,6 +53,14 @@ fn main() -> ExitCode {
             json,
             plot,
         } => replay_traces(&dir, engines, repeat, per_rank, json, plot),
+        Command::Generate {
+            ranks,
+            out,
+            machine,
+            keep,
+            seed,
+            program,
+        } => generate(ranks, &out, machine, keep, seed, &program),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
         Command::Help => {
             println!("{}", args::USAGE);
@@ -292,5 +300,45 @@ fn replay_traces(
             .map_err(|e| format!("cannot write {}: {e}", plot.display()))?;
         eprintln!("plot: {}", plot.display());
     }
+    Ok(())
+}
+
+fn generate(
+    ranks: usize,
+    out: &Path,
+    machine: String,
+    keep: Option<usize>,
+    seed: u64,
+    program: &[String],
+) -> Result<(), String> {
+    use matchshim_core::trace::generate::{generate, Keep, Shape, Spec};
+    let spec = Spec {
+        shape: Shape::parse(program)?,
+        ranks,
+        machine,
+        keep: keep.map_or(Keep::All, Keep::Sample),
+        seed,
+    };
+    let started = std::time::Instant::now();
+    let (traces, simulated_ns) = generate(&spec)?;
+    // Traces of an earlier run in the directory would be read as ranks of this one.
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.extension().is_some_and(|x| x == "trace") {
+                std::fs::remove_file(&path)
+                    .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            }
+        }
+    }
+    matchshim_core::trace::write_dir(out, &traces)?;
+    println!(
+        "{}: {} traces ({} events) of {} on {ranks} ranks, {} simulated, in {}",
+        out.display(),
+        traces.len(),
+        traces.iter().map(|t| t.events.len()).sum::<usize>(),
+        spec.shape.command(),
+        table::duration(simulated_ns as u64),
+        table::duration(started.elapsed().as_nanos() as u64)
+    );
     Ok(())
 }

@@ -122,7 +122,7 @@ impl Element for Envelope {
 /// Multiplicative hash for small integer keys (ranks, collective keys): much cheaper than SipHash
 /// and good enough, since the keys do not come from an adversary.
 #[derive(Default)]
-pub(super) struct IntHasher(u64);
+pub(crate) struct IntHasher(u64);
 
 impl Hasher for IntHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -152,7 +152,7 @@ impl Hasher for IntHasher {
     }
 }
 
-pub(super) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// Cost of the searches of one queue: how many elements each search inspected.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]

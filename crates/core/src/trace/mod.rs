@@ -8,6 +8,7 @@
 //! a u32 length and that many bytes of JSON [`Header`], then the events: an op byte and
 //! LEB128 integers (zigzag for source and tag, whose wildcards are -1).
 
+pub mod generate;
 mod record;
 pub mod replay;
 

@@ -13,6 +13,8 @@ usage:
                    TRACE_DIR
   matchshim generate [--machine local|cluster] [--keep all|K] [--seed S] --out TRACE_DIR
                      -n N -- PROGRAM [ARGS...]
+  matchshim figures [--out DIR] [--ranks N1,N2,...] [--threads T1,T2,...] [--keep K]
+                    [--repeat R] [--seed S]
 
 run      runs PROGRAM on N ranks under the shim, keeps each rank's report in RUN_DIR
          (default matchshim-runs/<time>-<engine>) and prints the summary
@@ -27,6 +29,9 @@ generate writes the traces of a ci/bench program (coll hotspot, app_radix, app_n
          the shim: on this kind of machine (local: 2 shared cores) or a cluster (a core per
          thread); --keep K keeps rank 0, the last and evenly spaced ranks, K in all;
          traces already in TRACE_DIR are removed first
+figures  paper 004's Figs. 7-10 and paper 001's depth growth with threads from generated
+         traces (default: --out benches/paper, --ranks 64,256,1024,4096,
+         --threads 1,2,4,8,16, --keep 16, --repeat 3): SVGs and tables.md
 
 The shim library defaults to target/release/libmatchshim.so (MPICH) or
 target/openmpi/release/libmatchshim.so (Open MPI) in this repository; --lib or the
@@ -75,6 +80,14 @@ pub enum Command {
         keep: Option<usize>,
         seed: u64,
         program: Vec<String>,
+    },
+    Figures {
+        out: PathBuf,
+        ranks: Vec<usize>,
+        threads: Vec<usize>,
+        keep: usize,
+        repeat: usize,
+        seed: u64,
     },
     /// Internal: wraps one rank's process to record its exit status and stderr.
     Rank {
@@ -168,6 +181,7 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
         "report" => parse_report(&mut cursor),
         "replay" => parse_replay(&mut cursor),
         "generate" => parse_generate(&mut cursor),
+        "figures" => parse_figures(&mut cursor),
         "_rank" => {
             let dir = cursor.next().ok_or("_rank needs a directory")?;
             match cursor.next().as_deref() {
@@ -186,7 +200,7 @@ pub fn parse(args: Vec<String>) -> Result<Command, String> {
         "help" | "-h" | "--help" => Ok(Command::Help),
         "-V" | "--version" => Ok(Command::Version),
         other => Err(format!(
-            "unknown command {other:?} (run, report, compare, replay, generate)"
+            "unknown command {other:?} (run, report, compare, replay, generate, figures)"
         )),
     }
 }
@@ -362,6 +376,44 @@ fn parse_generate(cursor: &mut Cursor) -> Result<Command, String> {
     })
 }
 
+fn parse_figures(cursor: &mut Cursor) -> Result<Command, String> {
+    let numbers = |cursor: &mut Cursor, option: &str| -> Result<Vec<usize>, String> {
+        cursor
+            .list(option)?
+            .iter()
+            .map(|t| positive(option, t))
+            .collect()
+    };
+    let (mut out, mut ranks, mut threads) = (
+        PathBuf::from("benches/paper"),
+        vec![64, 256, 1024, 4096],
+        vec![1, 2, 4, 8, 16],
+    );
+    let (mut keep, mut repeat, mut seed) = (16, 3, 1);
+    while let Some(arg) = cursor.next() {
+        match arg.as_str() {
+            "--out" => out = PathBuf::from(cursor.value(&arg)?),
+            "--ranks" => ranks = numbers(cursor, &arg)?,
+            "--threads" => threads = numbers(cursor, &arg)?,
+            "--keep" => keep = cursor.number(&arg)?,
+            "--repeat" => repeat = cursor.number(&arg)?,
+            "--seed" => seed = cursor.number(&arg)? as u64,
+            other => return Err(format!("figures does not take {other}")),
+        }
+    }
+    if let Some(n) = ranks.iter().find(|&&n| n < 2) {
+        return Err(format!("--ranks: {n} is fewer than 2 ranks"));
+    }
+    Ok(Command::Figures {
+        out,
+        ranks,
+        threads,
+        keep,
+        repeat,
+        seed,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,6 +565,32 @@ mod tests {
         assert!(parse_str("generate --keep x -n 2 --out t halo_mt")
             .unwrap_err()
             .contains("positive"));
+    }
+
+    #[test]
+    fn figures_default_to_paper_scale() {
+        let Command::Figures {
+            out, ranks, keep, ..
+        } = parse_str("figures").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (out, ranks, keep),
+            ("benches/paper".into(), vec![64, 256, 1024, 4096], 16)
+        );
+        let Command::Figures { ranks, threads, .. } =
+            parse_str("figures --ranks 16,32 --threads 1,3").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((ranks, threads), (vec![16, 32], vec![1, 3]));
+        assert!(parse_str("figures --ranks 1")
+            .unwrap_err()
+            .contains("fewer than 2"));
+        assert!(parse_str("figures x")
+            .unwrap_err()
+            .contains("does not take x"));
     }
 
     #[test]

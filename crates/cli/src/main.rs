@@ -2,6 +2,7 @@
 
 mod args;
 mod compare;
+mod figures;
 mod memory;
 mod replay;
 mod reports;
@@ -61,6 +62,23 @@ fn main() -> ExitCode {
             seed,
             program,
         } => generate(ranks, &out, machine, keep, seed, &program),
+        Command::Figures {
+            out,
+            ranks,
+            threads,
+            keep,
+            repeat,
+            seed,
+        } => figures::make(
+            &out,
+            &figures::Options {
+                ranks,
+                threads,
+                keep,
+                repeat,
+                seed,
+            },
+        ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
         Command::Help => {
             println!("{}", args::USAGE);

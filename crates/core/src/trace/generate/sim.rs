@@ -167,8 +167,15 @@ struct Engine {
     trace: Option<Vec<Event>>,
 }
 
+/// Source, tag and traffic type packed, then mixed (splitmix64's bijective finalizer): the
+/// maps' multiplicative hash spreads only low bits, and the keys of one collective call differ
+/// only in their high (source) bits.
 fn key(src: i32, tag: i32, class: Class) -> Key {
-    (class.is_collective() as u64) << 63 | (src as u32 as u64) << 32 | tag as u32 as u64
+    let mut z =
+        (class.is_collective() as u64) << 63 | (src as u32 as u64) << 32 | tag as u32 as u64;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl Engine {

@@ -16,7 +16,7 @@ use matchshim_core::matching::{
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-const MATCHES_PER_THREAD: u64 = 200_000;
+const MATCHES_PER_THREAD: u64 = 2_000_000;
 const ROUNDS: usize = 5;
 
 fn engine() -> Mutex<Box<dyn MatchEngine>> {

@@ -62,7 +62,8 @@ fn case(
     let (traces, simulated) = generate(&spec)?;
     let generated = started.elapsed();
     let label = format!("{command} on {ranks} ranks ({machine})");
-    let outcome = replay::run(&label, &traces, kinds, o.repeat, &EngineParams::default())?;
+    let rounds = format!("{label}, each trace's best of {} rounds", o.repeat);
+    let outcome = replay::run(&rounds, &traces, kinds, o.repeat, &EngineParams::default())?;
     let note = format!(
         "{label}: {} simulated in {}, replayed in {}",
         duration(simulated as u64),

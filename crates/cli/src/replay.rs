@@ -5,7 +5,7 @@
 use crate::compare::{with_references, Comparison, Progress, Run};
 use crate::memory::peak_during;
 use crate::reports::{mean, RankReport, Summary, Traffic, VERSION};
-use crate::table::{duration, ratio, render};
+use crate::table::{duration, render, speedup_cells};
 use matchshim_core::clock::Clock;
 use matchshim_core::matching::{EngineKind, EngineParams, EngineStats};
 use matchshim_core::trace::replay::replay;
@@ -272,31 +272,21 @@ pub fn table(o: &Outcome) -> String {
         &rows,
     ));
     let at = |k: &str| format!("{k} r{}", c.busiest_rank);
-    let (p, q, a) = (at("p2p"), at("coll"), at("all"));
+    let (p, q, a, t) = (at("p2p"), at("coll"), at("all"), at("time"));
     let rows: Vec<Vec<String>> = c
         .engines
         .iter()
         .zip(&o.memory)
         .map(|(e, m)| {
-            vec![
-                e.engine.clone(),
-                duration(e.match_time_ns[2]),
-                ratio(e.speedup[0]),
-                ratio(e.speedup[1]),
-                ratio(e.speedup[2]),
+            let mut row = speedup_cells(e);
+            row.extend([
                 duration(e.busiest_match_time_ns[2]),
-                ratio(e.speedup_busiest[0]),
-                ratio(e.speedup_busiest[1]),
-                ratio(e.speedup_busiest[2]),
-                format!("{:.1}", e.queues_mean),
-                e.queues_max.to_string(),
-                ratio(e.queues_vs_rank),
                 bytes(m.mean_bytes),
                 bytes(m.max_bytes as f64),
-            ]
+            ]);
+            row
         })
         .collect();
-    let busiest = format!("time r{}", c.busiest_rank);
     out.push_str(&render(
         &[
             "engine",
@@ -304,13 +294,13 @@ pub fn table(o: &Outcome) -> String {
             "p2p",
             "coll",
             "all",
-            busiest.as_str(),
             p.as_str(),
             q.as_str(),
             a.as_str(),
             "queues mean",
             "max",
             "vs rank",
+            t.as_str(),
             "heap mean",
             "max",
         ],

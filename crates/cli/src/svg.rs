@@ -291,7 +291,7 @@ pub fn lines(
 ) -> String {
     // Width, height, and the plot area's left, right, top and bottom edges.
     #[allow(non_snake_case)]
-    let (W, H, L, R, T, B) = (760.0, 440.0, 80.0, 560.0, 70.0, 380.0);
+    let (W, H, L, R, T, B) = (900.0, 440.0, 80.0, 560.0, 70.0, 380.0);
     let all: Vec<f64> = series
         .iter()
         .flat_map(|s| s.values.iter().flatten().copied())

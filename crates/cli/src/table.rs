@@ -1,6 +1,6 @@
 //! Plain-text tables for the terminal.
 
-use crate::compare::Comparison;
+use crate::compare::{Comparison, EngineResult};
 use crate::reports::{Kind, RankReport, Search, Summary};
 use crate::runs::Meta;
 
@@ -203,6 +203,25 @@ pub fn per_rank(reports: &[RankReport]) -> String {
     render(&header, &rows)
 }
 
+/// An engine's row of a comparison up to its queues: engine, match time, speedups over all
+/// ranks and on the busiest rank (point-to-point, collective, all), queues mean, max and
+/// against `rank`.
+pub fn speedup_cells(e: &EngineResult) -> Vec<String> {
+    vec![
+        e.engine.clone(),
+        duration(e.match_time_ns[2]),
+        ratio(e.speedup[0]),
+        ratio(e.speedup[1]),
+        ratio(e.speedup[2]),
+        ratio(e.speedup_busiest[0]),
+        ratio(e.speedup_busiest[1]),
+        ratio(e.speedup_busiest[2]),
+        format!("{:.1}", e.queues_mean),
+        e.queues_max.to_string(),
+        ratio(e.queues_vs_rank),
+    ]
+}
+
 /// The view of Ghazimirsaeed et al. 2019 (paper 004): search time speedups over `list`, queues
 /// against `rank`, wall time.
 pub fn comparison(c: &Comparison) -> String {
@@ -236,21 +255,9 @@ pub fn comparison(c: &Comparison) -> String {
         .engines
         .iter()
         .map(|e| {
-            vec![
-                e.engine.clone(),
-                duration(e.match_time_ns[2]),
-                ratio(e.speedup[0]),
-                ratio(e.speedup[1]),
-                ratio(e.speedup[2]),
-                ratio(e.speedup_busiest[0]),
-                ratio(e.speedup_busiest[1]),
-                ratio(e.speedup_busiest[2]),
-                format!("{:.1}", e.queues_mean),
-                e.queues_max.to_string(),
-                ratio(e.queues_vs_rank),
-                duration(e.wall_ns),
-                ratio(e.wall_speedup),
-            ]
+            let mut row = speedup_cells(e);
+            row.extend([duration(e.wall_ns), ratio(e.wall_speedup)]);
+            row
         })
         .collect();
     out.push_str(&render(&header, &rows));

@@ -325,17 +325,7 @@ fn replay_of_a_recorded_run_gives_its_report_again() {
         s.tmp.join("run-traced").to_str().unwrap(),
     ]);
     let recorded: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let out = matchshim(&[
-        "replay",
-        "--json",
-        "--repeat",
-        "1",
-        "--engines",
-        "col+pnp,bins",
-        traces.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let replayed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replayed = replay_json(&traces, "col+pnp,bins");
     let summaries = replayed["summaries"].as_array().unwrap();
     let engines: Vec<&str> = summaries
         .iter()
@@ -375,20 +365,24 @@ fn replay_of_a_recorded_run_gives_its_report_again() {
     );
 }
 
-/// `replay --json` of a trace directory, `list` only: its summary.
-fn list_summary(dir: &Path) -> serde_json::Value {
+/// `replay --json` of a trace directory with `engines` (and the references), one round.
+fn replay_json(dir: &Path, engines: &str) -> serde_json::Value {
     let out = matchshim(&[
         "replay",
         "--json",
         "--repeat",
         "1",
         "--engines",
-        "list",
+        engines,
         dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    json["summaries"][0].clone()
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The summary of `list` replaying a trace directory.
+fn list_summary(dir: &Path) -> serde_json::Value {
+    replay_json(dir, "list")["summaries"][0].clone()
 }
 
 /// The generators against the programs they model, on 16 ranks of this machine: the same

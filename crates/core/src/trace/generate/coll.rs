@@ -302,16 +302,21 @@ pub fn bcast(r: i32, n: i32, bytes: i64, root: i32) -> Call {
 pub fn reduce(r: i32, n: i32, bytes: i64, root: i32) -> Call {
     let mut b = Rounds::new();
     if n > 1 {
-        let tree = Tree::new(r, n, root);
-        for child in tree.children() {
-            b.recv(tree.real(child));
-        }
-        b.next_round();
-        if let Some(parent) = tree.parent() {
-            b.send(parent);
-        }
+        up_the_tree(&mut b, r, n, root);
     }
     b.call(Kind::Reduce, size_class(bytes))
+}
+
+/// Receives from the children of a binomial tree, then (a round later) a send to the parent.
+fn up_the_tree(b: &mut Rounds, r: i32, n: i32, root: i32) {
+    let tree = Tree::new(r, n, root);
+    for child in tree.children() {
+        b.recv(tree.real(child));
+    }
+    b.next_round();
+    if let Some(parent) = tree.parent() {
+        b.send(parent);
+    }
 }
 
 /// Allreduce of `count` elements of `elem` bytes with a commutative op: recursive doubling, or
@@ -379,14 +384,7 @@ pub fn gather(r: i32, n: i32, block: i64, root: i32) -> Call {
     if !(n > 10 && block < 1024) {
         return linear_to_root(b, r, n, root).call(Kind::Gather, sc);
     }
-    let tree = Tree::new(r, n, root);
-    for child in tree.children() {
-        b.recv(tree.real(child));
-    }
-    b.next_round();
-    if let Some(parent) = tree.parent() {
-        b.send(parent);
-    }
+    up_the_tree(&mut b, r, n, root);
     b.call(Kind::Gather, sc)
 }
 

@@ -65,7 +65,7 @@ fn case(
     let rounds = format!("{label}, each trace's best of {} rounds", o.repeat);
     let outcome = replay::run(&rounds, &traces, kinds, o.repeat, &EngineParams::default())?;
     let note = format!(
-        "{label}: {} simulated in {}, replayed in {}",
+        "{label}: {} of simulated time, generated in {}, replayed in {}",
         duration(simulated as u64),
         duration(generated.as_nanos() as u64),
         duration((started.elapsed() - generated).as_nanos() as u64)

@@ -22,12 +22,14 @@ report   prints the summary of runs (--json: machine-readable; --ranks: a row pe
 compare  runs PROGRAM natively and under each engine (default: all), R times each (median),
          and prints queue search time speedups over `list`, queues allocated and wall times
 replay   runs the traces in TRACE_DIR (recorded with MATCHSHIM_TRACE=TRACE_DIR, or generated)
-         through each engine (default: all) with no MPI, R rounds (median), and prints search
-         depths, search time speedups over `list`, queues and heap bytes per rank
+         through each engine (default: all) with no MPI, R rounds (each trace's fastest
+         counts), and prints search depths, search time speedups over `list`, queues and
+         heap bytes per rank
 generate writes the traces of a ci/bench program (coll hotspot, app_radix, app_nbody,
          app_miniamr, halo_mt, with their options) on N ranks from a simulation of it on
-         the shim: on this kind of machine (local: 2 shared cores) or a cluster (a core per
-         thread); --keep K keeps rank 0, the last and evenly spaced ranks, K in all;
+         the shim: on this kind of machine (local: 2 shared cores) or a cluster (the
+         default: a core per thread); --keep K keeps rank 0, the last and evenly spaced
+         ranks, K in all;
          traces already in TRACE_DIR are removed first
 figures  paper 004's Figs. 7-10 and paper 001's depth growth with threads from generated
          traces (default: --out benches/paper, --ranks 64,256,1024,4096,

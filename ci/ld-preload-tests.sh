@@ -57,8 +57,14 @@ done
 # Launch prefix per MPI.  MPICH (ch4:ucx): UCX on shared-memory transports
 # only, single node.  Open MPI: ob1 over shared memory (no UCX pml), no
 # binding and yield when idle, since ranks may outnumber cores.
+# LD_PRELOAD_TESTS_LAUNCHER, when set, replaces it: a launch command that takes
+# `-n N` and the program (ci/multihost.sh spreads the ranks over hosts with it).
 launcher() {
     local mpi=$1 n=$2
+    if [ -n "${LD_PRELOAD_TESTS_LAUNCHER:-}" ]; then
+        echo "$LD_PRELOAD_TESTS_LAUNCHER -n $n"
+        return
+    fi
     case "$mpi" in
         mpich)
             echo "mpiexec.mpich -n $n -genv UCX_TLS=self,sm" ;;

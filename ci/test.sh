@@ -5,7 +5,8 @@
 # every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
 # flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
-# mpi4py's suite on both MPIs under auto and flip:3.
+# mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
+# applications across network-namespace hosts (Open MPI over TCP).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
@@ -24,3 +25,4 @@ ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
 ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
+ci/multihost.sh --mpi openmpi

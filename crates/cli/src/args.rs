@@ -30,6 +30,14 @@ pub enum Command {
     /// Runs a program natively and under each engine, and recommends one
     #[command(after_help = compare_examples())]
     Compare(CompareArgs),
+    /// Runs recorded or generated traces through each engine with no MPI: search depths, search
+    /// time speedups over list, queues and heap bytes per rank
+    Replay(ReplayArgs),
+    /// Writes the traces of a ci/bench program on N ranks from a simulation of it on the shim
+    Generate(GenerateArgs),
+    /// Paper 004's Figs. 7-10 and paper 001's depth growth with threads, from generated traces:
+    /// SVG figures and tables.md
+    Figures(FiguresArgs),
     /// Wraps one rank's process (the launcher starts it): records its exit status and stderr
     #[command(name = "_rank", hide = true)]
     Rank {
@@ -114,6 +122,106 @@ pub struct CompareArgs {
     /// Prints the comparison and the recommendation as JSON (kept as compare.json either way)
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Traces recorded with MATCHSHIM_TRACE=TRACE_DIR, or written by `matchshim generate`
+    #[arg(value_name = "TRACE_DIR")]
+    pub dir: PathBuf,
+    /// Engines to replay, comma-separated [default: all]; list and rank always run (the
+    /// baseline of speedups and the reference for queue counts)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names())]
+    pub engines: Vec<String>,
+    /// Rounds; each trace's fastest round counts
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Also prints a row per rank
+    #[arg(long = "ranks")]
+    pub per_rank: bool,
+    /// Prints JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Draws the speedups and queue counts as an SVG figure
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// The machine a generated run is simulated on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Machine {
+    /// This kind of machine: 2 shared cores
+    Local,
+    /// A core per thread
+    Cluster,
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Ranks
+    #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
+    pub ranks: u32,
+    /// Directory for the traces (traces already in it are removed first)
+    #[arg(long, value_name = "TRACE_DIR")]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value_t = Machine::Cluster)]
+    pub machine: Machine,
+    /// all, or K: rank 0, the last and evenly spaced ranks, K in all
+    #[arg(long, value_name = "all|K", default_value = "all", value_parser = keep)]
+    pub keep: Keep,
+    /// Seed of the simulation's random choices
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A ci/bench program and its options: coll hotspot, app_radix, app_nbody, app_miniamr,
+    /// halo_mt
+    #[arg(
+        value_name = "PROGRAM",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub program: Vec<String>,
+}
+
+/// Which ranks' traces a generated run keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    All,
+    Sample(usize),
+}
+
+fn keep(text: &str) -> Result<Keep, String> {
+    match text {
+        "all" => Ok(Keep::All),
+        _ => match text.parse::<usize>() {
+            Ok(k) if k > 0 => Ok(Keep::Sample(k)),
+            _ => Err(format!("all or a positive number, not {text:?}")),
+        },
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct FiguresArgs {
+    /// Directory for the SVGs and tables.md
+    #[arg(long, value_name = "DIR", default_value = "benches/paper")]
+    pub out: PathBuf,
+    /// Communicator sizes of paper 004's figures, comma-separated
+    #[arg(long, value_name = "N1,N2,...", value_delimiter = ',', default_value = "64,256,1024,4096",
+          value_parser = clap::value_parser!(u32).range(2..))]
+    pub ranks: Vec<u32>,
+    /// Threads per rank of paper 001's figure, comma-separated
+    #[arg(long, value_name = "T1,T2,...", value_delimiter = ',', default_value = "1,2,4,8,16",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Vec<u32>,
+    /// Ranks whose traces are kept and replayed (rank 0, the last and evenly spaced ones)
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub keep: u32,
+    /// Replay rounds; each trace's fastest counts
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Seed of the simulations' random choices
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Args, Debug)]
@@ -340,6 +448,34 @@ mod tests {
             text.contains("srun") && text.contains("MATCHSHIM_THETA"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn trace_commands_take_their_options() {
+        let Command::Replay(r) = parse("replay --engines list,bins --repeat 2 --ranks t")
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!((r.engines.len(), r.repeat, r.per_rank), (2, 2, true));
+        assert!(parse("replay --engines nonesuch t").is_err());
+        let Command::Generate(g) = parse("generate -n 64 --out t --keep 8 app_nbody -s 3")
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(g.keep, Keep::Sample(8));
+        assert_eq!(g.machine, Machine::Cluster);
+        assert_eq!(g.program, ["app_nbody", "-s", "3"]);
+        assert!(parse("generate -n 1 --out t app_nbody").is_err());
+        assert!(parse("generate -n 4 --out t --keep 0 app_nbody").is_err());
+        let Command::Figures(f) = parse("figures --ranks 64,256").unwrap().command else {
+            panic!()
+        };
+        assert_eq!((f.ranks, f.keep), (vec![64, 256], 16));
+        assert!(parse("figures --ranks 1").is_err());
     }
 
     #[test]

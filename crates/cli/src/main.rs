@@ -4,17 +4,27 @@ mod args;
 mod bypass;
 mod compare;
 mod elf;
+mod figures;
 mod gpu;
 mod launch;
+mod memory;
+mod replay;
 mod reports;
 mod runs;
 mod svg;
 mod table;
 
-use args::{Cli, Command, CompareArgs, LaunchArgs, ReportArgs, RunArgs};
+#[global_allocator]
+static HEAP: memory::Counting = memory::Counting;
+
+use args::{
+    Cli, Command, CompareArgs, GenerateArgs, Keep, LaunchArgs, Machine, ReplayArgs, ReportArgs,
+    RunArgs,
+};
 use clap::Parser;
 use compare::{Comparison, Progress, Run, Variant};
 use launch::{Launch, Launcher};
+use matchshim_core::matching::EngineParams;
 use reports::Summary;
 use runs::{Mpi, Shim, Spec};
 use std::path::{Path, PathBuf};
@@ -25,6 +35,18 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Report(args) => report(args),
         Command::Compare(args) => compare(args),
+        Command::Replay(args) => replay_traces(args),
+        Command::Generate(args) => generate(args),
+        Command::Figures(args) => figures::make(
+            &args.out,
+            &figures::Options {
+                ranks: args.ranks.iter().map(|&n| n as usize).collect(),
+                threads: args.threads.iter().map(|&t| t as usize).collect(),
+                keep: args.keep as usize,
+                repeat: args.repeat as usize,
+                seed: args.seed,
+            },
+        ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
         Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
     };
@@ -351,5 +373,81 @@ fn compare(args: CompareArgs) -> Result<(), String> {
             println!("plot: {}", plot.display());
         }
     }
+    Ok(())
+}
+
+fn replay_traces(args: ReplayArgs) -> Result<(), String> {
+    let engines = (!args.engines.is_empty()).then_some(args.engines);
+    let kinds = replay::engines(engines)?;
+    let traces = matchshim_core::trace::read_dir(&args.dir)?;
+    let label = args.dir.display().to_string();
+    let outcome = replay::run(
+        &label,
+        &traces,
+        &kinds,
+        args.repeat as usize,
+        &EngineParams::default(),
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", replay::table(&outcome));
+        if args.per_rank {
+            for reports in &outcome.per_rank {
+                println!("\n{}:", reports[0].engine);
+                print!("{}", table::per_rank(reports));
+            }
+        }
+    }
+    if let Some(plot) = args.plot {
+        std::fs::write(&plot, svg::plot(&outcome.comparison))
+            .map_err(|e| format!("cannot write {}: {e}", plot.display()))?;
+        eprintln!("plot: {}", plot.display());
+    }
+    Ok(())
+}
+
+fn generate(args: GenerateArgs) -> Result<(), String> {
+    use matchshim_core::trace::generate::{generate, Keep as Kept, Shape, Spec};
+    let ranks = args.ranks as usize;
+    let out = args.out.as_path();
+    let spec = Spec {
+        shape: Shape::parse(&args.program)?,
+        ranks,
+        machine: match args.machine {
+            Machine::Local => "local",
+            Machine::Cluster => "cluster",
+        }
+        .to_string(),
+        keep: match args.keep {
+            Keep::All => Kept::All,
+            Keep::Sample(k) => Kept::Sample(k),
+        },
+        seed: args.seed,
+    };
+    let started = std::time::Instant::now();
+    let (traces, simulated_ns) = generate(&spec)?;
+    // Traces of an earlier run in the directory would be read as ranks of this one.
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.extension().is_some_and(|x| x == "trace") {
+                std::fs::remove_file(&path)
+                    .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            }
+        }
+    }
+    matchshim_core::trace::write_dir(out, &traces)?;
+    println!(
+        "{}: {} traces ({} events) of {} on {ranks} ranks, {} simulated, in {}",
+        out.display(),
+        traces.len(),
+        traces.iter().map(|t| t.events.len()).sum::<usize>(),
+        spec.shape.command(),
+        table::duration(simulated_ns as u64),
+        table::duration(started.elapsed().as_nanos() as u64)
+    );
     Ok(())
 }

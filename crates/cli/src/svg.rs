@@ -249,6 +249,154 @@ pub fn plot(c: &Comparison) -> String {
     svg
 }
 
+/// One line of a [`lines`] chart: a value per x position (None: no point there).
+pub struct Series {
+    pub name: String,
+    pub color: &'static str,
+    pub values: Vec<Option<f64>>,
+    pub dashed: bool,
+}
+
+/// Where a [`lines`] chart's values sit on its y axis.
+fn y_axis(values: &[f64], log: bool) -> (f64, f64, Vec<f64>) {
+    let max = values.iter().copied().fold(0.0, f64::max);
+    if log {
+        let min = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::MAX, f64::min);
+        let (lo, hi) = (min.max(1e-3).log10().floor(), max.max(1e-3).log10().ceil());
+        let hi = if hi <= lo { lo + 1.0 } else { hi };
+        let ticks = (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect();
+        (10f64.powf(lo), 10f64.powf(hi), ticks)
+    } else {
+        let (top, step) = nice_axis(max * 1.08);
+        let ticks = (0..=(top / step).round() as usize)
+            .map(|i| step * i as f64)
+            .collect();
+        (0.0, top, ticks)
+    }
+}
+
+/// A chart of lines over categorical x positions (`xs`), with a legend; `log_y` puts the y
+/// axis on a log scale (for counts that grow with n).
+pub fn lines(
+    title: &str,
+    note: &str,
+    (x_label, y_label): (&str, &str),
+    xs: &[String],
+    series: &[Series],
+    log_y: bool,
+) -> String {
+    // Width, height, and the plot area's left, right, top and bottom edges.
+    #[allow(non_snake_case)]
+    let (W, H, L, R, T, B) = (900.0, 440.0, 80.0, 560.0, 70.0, 380.0);
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.values.iter().flatten().copied())
+        .collect();
+    let (lo, hi, ticks) = y_axis(&all, log_y);
+    let y = |v: f64| {
+        let f = if log_y {
+            (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10())
+        } else {
+            (v - lo) / (hi - lo)
+        };
+        B - (B - T) * f
+    };
+    let step = (R - L) / xs.len().max(1) as f64;
+    let x = |i: usize| L + step * (i as f64 + 0.5);
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{L}" y="28" font-size="15" font-weight="bold">{}</text>
+<text x="{L}" y="48" font-size="12" fill="#444">{}</text>
+"##,
+        escape(title),
+        escape(note)
+    );
+    for tick in &ticks {
+        let ty = y(*tick);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{L}" y1="{ty:.1}" x2="{R}" y2="{ty:.1}" stroke="#e0e0e0"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+            L - 6.0,
+            ty + 4.0,
+            number(*tick)
+        );
+    }
+    for (i, label) in xs.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text>"#,
+            x(i),
+            B + 18.0,
+            escape(label)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<path d="M{L} {T} V{B} H{R}" fill="none" stroke="#333"/><text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="{}" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 {} {:.1})">{}</text>"##,
+        (L + R) / 2.0,
+        B + 40.0,
+        escape(x_label),
+        L - 55.0,
+        (T + B) / 2.0,
+        L - 55.0,
+        (T + B) / 2.0,
+        escape(y_label)
+    );
+    let mut ly = T + 6.0;
+    for s in series {
+        let dash = if s.dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let points: Vec<String> = s
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x(i), y(v))))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline class="line" points="{}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
+            points.join(" "),
+            s.color
+        );
+        for (i, v) in s.values.iter().enumerate() {
+            if let Some(v) = v {
+                let _ = writeln!(
+                    svg,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{}"><title>{} at {}: {}</title></circle>"#,
+                    x(i),
+                    y(*v),
+                    s.color,
+                    escape(&s.name),
+                    escape(&xs[i]),
+                    number(*v)
+                );
+            }
+        }
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="{}" stroke-width="2"{dash}/><text x="{}" y="{ly:.1}" font-size="12">{}</text>"#,
+            R + 20.0,
+            ly - 4.0,
+            R + 40.0,
+            ly - 4.0,
+            s.color,
+            R + 46.0,
+            escape(&s.name)
+        );
+        ly += 20.0;
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +443,40 @@ mod tests {
                 svg.matches(&format!("</{tag}>")).count()
             );
         }
+    }
+
+    #[test]
+    fn lines_have_a_point_per_value_and_a_log_axis_by_decades() {
+        let series = [
+            Series {
+                name: "rank".into(),
+                color: "#4e79a7",
+                values: vec![Some(129.0), Some(8193.0)],
+                dashed: false,
+            },
+            Series {
+                name: "cap <k>".into(),
+                color: "#888",
+                values: vec![None, Some(50.0)],
+                dashed: true,
+            },
+        ];
+        let xs = ["64".to_string(), "4096".to_string()];
+        let svg = lines("Queues", "note", ("ranks", "queues"), &xs, &series, true);
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert_eq!(svg.matches(r#"class="line""#).count(), 2);
+        for text in [
+            ">100<",
+            ">1000<",
+            ">10000<",
+            ">cap &lt;k&gt;<",
+            ">4096<",
+            "stroke-dasharray",
+        ] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        let linear = lines("D", "", ("T", "depth"), &xs, &series[..1], false);
+        assert!(linear.contains(">2000<") && !linear.contains(">100<"));
     }
 
     #[test]

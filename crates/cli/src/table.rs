@@ -1,6 +1,6 @@
 //! Plain-text tables for the terminal.
 
-use crate::compare::{with_range, Comparison};
+use crate::compare::{with_range, Comparison, EngineResult};
 use crate::reports::{Kind, RankReport, Search, Summary};
 use crate::runs::Meta;
 
@@ -201,6 +201,25 @@ pub fn per_rank(reports: &[RankReport]) -> String {
         })
         .collect();
     render(&header, &rows)
+}
+
+/// An engine's row of a comparison up to its queues: engine, match time, speedups over all
+/// ranks and on the busiest rank (point-to-point, collective, all), queues mean, max and
+/// against `rank`.
+pub fn speedup_cells(e: &EngineResult) -> Vec<String> {
+    vec![
+        e.engine.clone(),
+        duration(e.match_time_ns[2]),
+        ratio(e.speedup[0]),
+        ratio(e.speedup[1]),
+        ratio(e.speedup[2]),
+        ratio(e.speedup_busiest[0]),
+        ratio(e.speedup_busiest[1]),
+        ratio(e.speedup_busiest[2]),
+        format!("{:.1}", e.queues_mean),
+        e.queues_max.to_string(),
+        ratio(e.queues_vs_rank),
+    ]
 }
 
 /// The comparison: per variant the busiest rank's matching (median and range over runs),

@@ -1,5 +1,5 @@
-//! `matchshim run`, `report` and `compare` for real: the demo program on 2 ranks under the shim
-//! this crate builds. Skipped (with a note) only where the MPI's launcher is missing.
+//! `matchshim run`, `report`, `compare` and `replay` for real: the demo program on 2 ranks under
+//! the shim this crate builds. Skipped (with a note) only where the MPI's launcher is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -39,7 +39,14 @@ fn on_path(program: &str) -> bool {
 fn compile(source: &str, name: &str, tmp: &Path) -> PathBuf {
     let out = tmp.join(name);
     let status = Command::new(tools().1)
-        .args(["-O2", "-Wno-stringop-overflow", source, "-o"])
+        .args([
+            "-O2",
+            "-Wno-stringop-overflow",
+            "-pthread",
+            source,
+            "-lm",
+            "-o",
+        ])
         .arg(&out)
         .status()
         .expect("MPI compiler");
@@ -107,9 +114,24 @@ fn text(bytes: &[u8]) -> String {
 
 /// `run … -n 2 -- program` under the shim, with `engine`, into a fresh `out`.
 fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output {
+    run_under_shim_with(s, engine, out, &[program.to_str().unwrap()], "2", &[])
+}
+
+/// `run_under_shim` of a command line on `ranks` ranks, with `MATCHSHIM_*` variables for them.
+fn run_under_shim_with(
+    s: &Setup,
+    engine: &str,
+    out: &str,
+    command_line: &[&str],
+    ranks: &str,
+    vars: &[(&str, &Path)],
+) -> Output {
     let out = s.tmp.join(format!("run-{out}"));
     let _ = std::fs::remove_dir_all(&out);
-    matchshim(&[
+    let mut command = Command::new(EXE);
+    command.env("MATCHSHIM_TAKEOVER", "always");
+    command.envs(vars.iter().copied());
+    command.args([
         "run",
         "--engine",
         engine,
@@ -120,10 +142,11 @@ fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output 
         "--out",
         out.to_str().unwrap(),
         "-n",
-        "2",
+        ranks,
         "--",
-        program.to_str().unwrap(),
-    ])
+    ]);
+    command.args(command_line);
+    command.output().expect("run matchshim")
 }
 
 /// The one-line error a failed command ends with.
@@ -352,6 +375,157 @@ fn compare_json_is_for_scripts() {
     assert_eq!(meta["vars"]["MATCHSHIM_TAKEOVER"], "always");
     assert_eq!(json["engines"][2]["match_time_ns"][1].as_u64(), Some(0));
     assert!(json["engines"][0]["match_time_ns"][1].as_u64().unwrap() > 0);
+}
+
+/// The traces of a run, replayed with the engine that recorded them, give its report's counters
+/// exactly; every other engine replays them to the same matches.
+#[test]
+fn replay_of_a_recorded_run_gives_its_report_again() {
+    let Some((s, _job)) = setup() else { return };
+    let traces = s.tmp.join("traces");
+    let _ = std::fs::remove_dir_all(&traces);
+    let out = run_under_shim_with(
+        s,
+        "col+pnp",
+        "traced",
+        &[s.demo.to_str().unwrap()],
+        "2",
+        &[("MATCHSHIM_TRACE", &traces)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for rank in 0..2 {
+        assert!(traces.join(format!("rank{rank}-comm0.trace")).is_file());
+    }
+    let out = matchshim(&[
+        "report",
+        "--json",
+        s.tmp.join("run-traced").to_str().unwrap(),
+    ]);
+    let recorded: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replayed = replay_json(&traces, "col+pnp,bins");
+    let summaries = replayed["summaries"].as_array().unwrap();
+    let engines: Vec<&str> = summaries
+        .iter()
+        .map(|s| s["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["list", "rank", "col+pnp", "bins"]);
+    let col_pnp = &summaries[2];
+    for traffic in ["point_to_point", "collective"] {
+        let (a, b) = (&recorded["summary"][traffic], &col_pnp[traffic]);
+        for queue in ["prq", "umq"] {
+            assert_eq!(
+                a[queue]["searches"], b[queue]["searches"],
+                "{traffic} {queue}"
+            );
+            assert_eq!(
+                a[queue]["max_depth"], b[queue]["max_depth"],
+                "{traffic} {queue}"
+            );
+        }
+        assert!(a["matches"].as_u64().unwrap() > 0, "{traffic}");
+        for summary in summaries {
+            assert_eq!(summary[traffic]["matches"], a["matches"], "{traffic}");
+        }
+    }
+    assert_eq!(recorded["summary"]["queues"], col_pnp["queues"]);
+    let memory = replayed["memory"].as_array().unwrap();
+    assert!(memory.iter().all(|m| m["max_bytes"].as_u64().unwrap() > 0));
+
+    // A damaged trace is refused with its name.
+    let first = traces.join("rank0-comm0.trace");
+    let bytes = std::fs::read(&first).unwrap();
+    std::fs::write(&first, &bytes[..bytes.len() - 1]).unwrap();
+    let err = error_line(&matchshim(&["replay", traces.to_str().unwrap()]));
+    assert!(
+        err.contains("rank0-comm0.trace") && err.contains("cut short"),
+        "{err}"
+    );
+}
+
+/// `replay --json` of a trace directory with `engines` (and the references), one round.
+fn replay_json(dir: &Path, engines: &str) -> serde_json::Value {
+    let out = matchshim(&[
+        "replay",
+        "--json",
+        "--repeat",
+        "1",
+        "--engines",
+        engines,
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The summary of `list` replaying a trace directory.
+fn list_summary(dir: &Path) -> serde_json::Value {
+    replay_json(dir, "list")["summaries"][0].clone()
+}
+
+/// The generators against the programs they model, on 16 ranks of this machine: the same
+/// matches per traffic type (the AMR program's block counts depend on its data, which the
+/// generator draws at random: within 5 %), and mean search depths under `list` within a factor
+/// of 2 of the recorded ones (recorded runs of one program differ by up to a fifth from run to
+/// run here; the simulation's worst was 1.5x on the hot spot).
+#[test]
+fn generated_traces_search_as_deep_as_recorded_ones() {
+    let Some((s, _job)) = setup() else { return };
+    let programs: [(&str, &[&str]); 5] = [
+        ("coll", &["hotspot", "10"]),
+        ("app_radix", &["-n", "2048", "-i", "8", "-r", "1"]),
+        ("app_nbody", &["-b", "32", "-i", "10", "-r", "1"]),
+        ("app_miniamr", &["-i", "12", "-r", "1"]),
+        ("halo_mt", &["-t", "2", "-i", "20", "-r", "1"]),
+    ];
+    let close = |recorded: f64, generated: f64| ((generated + 0.5) / (recorded + 0.5)).ln().abs();
+    for (program, args) in programs {
+        let source = format!("{}/../../ci/bench/{program}.c", env!("CARGO_MANIFEST_DIR"));
+        let binary = compile(&source, program, &s.tmp);
+        let recorded = s.tmp.join(format!("recorded-{program}"));
+        let generated = s.tmp.join(format!("generated-{program}"));
+        let _ = std::fs::remove_dir_all(&recorded);
+        let mut command_line = vec![binary.to_str().unwrap()];
+        command_line.extend(args);
+        let out = run_under_shim_with(
+            s,
+            "col+pnp",
+            &format!("recorded-{program}"),
+            &command_line,
+            "16",
+            &[("MATCHSHIM_TRACE", &recorded)],
+        );
+        assert!(out.status.success(), "{program}: {}", text(&out.stderr));
+        let mut generate = vec!["generate", "--machine", "local", "-n", "16", "--out"];
+        generate.push(generated.to_str().unwrap());
+        generate.push("--");
+        generate.push(program);
+        generate.extend(args);
+        let out = matchshim(&generate);
+        assert!(out.status.success(), "{program}: {}", text(&out.stderr));
+        let (r, g) = (list_summary(&recorded), list_summary(&generated));
+        for traffic in ["point_to_point", "collective"] {
+            let matches = |v: &serde_json::Value| v[traffic]["matches"].as_f64().unwrap();
+            let (rm, gm) = (matches(&r), matches(&g));
+            let tolerance = if program == "app_miniamr" {
+                0.05 * rm
+            } else {
+                0.0
+            };
+            assert!(
+                (rm - gm).abs() <= tolerance,
+                "{program} {traffic}: {gm} matches generated, {rm} recorded"
+            );
+            for queue in ["prq", "umq"] {
+                let depth =
+                    |v: &serde_json::Value| v[traffic][queue]["mean_depth"].as_f64().unwrap();
+                let (rd, gd) = (depth(&r), depth(&g));
+                assert!(
+                    close(rd, gd) <= 2f64.ln(),
+                    "{program} {traffic} {queue}: mean depth {gd:.2} generated, {rd:.2} recorded"
+                );
+            }
+        }
+    }
 }
 
 #[test]

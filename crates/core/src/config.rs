@@ -19,6 +19,8 @@ pub struct Config {
     /// MPI's own: `auto` takes over when MPI's queues look this deep and gives matching back
     /// when the shim's searches stay below half of it.
     pub takeover_depth: u32,
+    /// Directory that gets every communicator's trace at `MPI_Finalize`.
+    pub trace: Option<PathBuf>,
 }
 
 /// `MATCHSHIM_TAKEOVER`.
@@ -79,6 +81,7 @@ pub const KNOWN: &[&str] = &[
     "MATCHSHIM_VERBOSE",
     "MATCHSHIM_TAKEOVER",
     "MATCHSHIM_TAKEOVER_DEPTH",
+    "MATCHSHIM_TRACE",
 ];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
@@ -105,6 +108,13 @@ fn simd(name: &str, value: &str) -> Result<Simd, String> {
         .ok_or_else(|| bad_value(name, value, &accepted))
 }
 
+fn path(name: &str, value: String, accepted: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(bad_value(name, &value, accepted));
+    }
+    Ok(PathBuf::from(value))
+}
+
 impl Config {
     /// Reads `MATCHSHIM_*` from `vars`; an error names the variable and what it accepts.
     pub fn from_vars<I>(vars: I) -> Result<Config, String>
@@ -119,6 +129,7 @@ impl Config {
             coll: CollMode::Shim,
             takeover: Takeover::Auto,
             takeover_depth: DEFAULT_TAKEOVER_DEPTH,
+            trace: None,
         };
         // MATCHSHIM_K splits evenly; MATCHSHIM_KC / MATCHSHIM_KP then override their half.
         let (mut k, mut k_c, mut k_p) = (None, None, None);
@@ -137,12 +148,8 @@ impl Config {
                     config.engine = EngineKind::parse(&value)
                         .ok_or_else(|| bad_value(&name, &value, &EngineKind::accepted()))?;
                 }
-                "MATCHSHIM_REPORT" => {
-                    if value.is_empty() {
-                        return Err(bad_value(&name, &value, "a file path"));
-                    }
-                    config.report = Some(PathBuf::from(value));
-                }
+                "MATCHSHIM_REPORT" => config.report = Some(path(&name, value, "a file path")?),
+                "MATCHSHIM_TRACE" => config.trace = Some(path(&name, value, "a directory")?),
                 "MATCHSHIM_VERBOSE" => {
                     config.verbose = match value.as_str() {
                         "0" | "" => false,
@@ -209,7 +216,7 @@ mod tests {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
         assert_eq!(config.engine, EngineKind::ColPnp);
         assert_eq!(config.params, EngineParams::default());
-        assert!(config.report.is_none() && !config.verbose);
+        assert!(config.report.is_none() && !config.verbose && config.trace.is_none());
         assert_eq!(config.coll, CollMode::Shim);
     }
 
@@ -308,6 +315,17 @@ mod tests {
         }
         let err = read("avx1024").unwrap_err();
         assert!(err.contains("MATCHSHIM_SIMD") && err.contains("auto") && err.contains("portable"));
+    }
+
+    #[test]
+    fn trace_names_a_directory() {
+        let config = Config::from_vars(vars(&[("MATCHSHIM_TRACE", "/tmp/t")])).unwrap();
+        assert_eq!(config.trace, Some(PathBuf::from("/tmp/t")));
+        let err = Config::from_vars(vars(&[("MATCHSHIM_TRACE", "")])).unwrap_err();
+        assert!(
+            err.contains("MATCHSHIM_TRACE") && err.contains("directory"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod split;
 mod store;
 mod table;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use assertions::Assertions;
 pub use batch::BatchEngine;

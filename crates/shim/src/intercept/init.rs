@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::ffi::*;
 use crate::mpi::{self, abi};
 use crate::runtime::{install, installed, report, runtime, take_for_finalize, Client};
+use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
 
 /// What joins the runtime's progress besides point-to-point receives.
@@ -77,6 +78,12 @@ pub unsafe fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
 /// After MPI's initialisation: a bad configuration stops every rank with one line from the
 /// first rank that found it; else the runtime is installed.
 pub fn started(config: Result<Config, String>) {
+    let config = config.and_then(|c| {
+        if let Some(dir) = &c.trace {
+            trace::start_recording(dir, c.engine.name())?;
+        }
+        Ok(c)
+    });
     let first = mpi::first_rank_where(config.is_err());
     let config = match config {
         Ok(config) if first == mpi::comm_size(abi().comm_world) => config,
@@ -140,6 +147,12 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
                 ));
+            }
+        }
+        if rt.config.trace.is_some() {
+            let size = mpi::comm_size(abi().comm_world);
+            if let Err(e) = trace::finish_recording(rt.world_rank as usize, size as usize) {
+                crate::say(&format!("matchshim: {e}"));
             }
         }
         if rt.config.verbose {

@@ -179,6 +179,12 @@ pub fn point_to_point(source: c_int, tag: c_int) -> Pattern {
     }
 }
 
+/// The engine of `kind` for a communicator with `params`, recording its calls under
+/// `MATCHSHIM_TRACE`.
+fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
+    matchshim_core::trace::recorded(build_engine(kind, params), params)
+}
+
 impl Comm {
     pub fn new(
         id: u64,
@@ -200,7 +206,7 @@ impl Comm {
             rank,
             inter,
             queues: Mutex::new(Queues {
-                engine: build_engine(config.engine, &params),
+                engine: engine_for(config.engine, &params),
                 params,
                 rebuild: false,
                 replaced: EngineStats::default(),
@@ -632,7 +638,7 @@ impl Queues {
         self.replaced.point_to_point.merge(&old.point_to_point);
         self.replaced.collective.merge(&old.collective);
         self.replaced.queues_max = self.replaced.queues_max.max(old.queues_max);
-        self.engine = build_engine(kind, &self.params);
+        self.engine = engine_for(kind, &self.params);
         self.rebuild = false;
     }
 

@@ -3,7 +3,7 @@
 //! traffic (the collectives) joins as a [`Client`] of the progress engine and as a side channel
 //! of a communicator (`comm::Side`).
 
-pub mod clock;
+pub use matchshim_core::clock;
 pub mod comm;
 pub mod complete;
 pub mod p2p;

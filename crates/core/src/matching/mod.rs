@@ -256,6 +256,15 @@ impl EngineStats {
         self.queues += other.queues;
         self.queues_max += other.queues_max;
     }
+
+    /// Adds the searches and matches of `other`, an engine of the same communicator that held
+    /// its queues at another time: queues now stay this engine's, the most at once is the
+    /// larger of the two (where [`EngineStats::merge`] sums engines that live side by side).
+    pub fn follow(&mut self, other: &EngineStats) {
+        self.point_to_point.merge(&other.point_to_point);
+        self.collective.merge(&other.collective);
+        self.queues_max = self.queues_max.max(other.queues_max);
+    }
 }
 
 /// One matching engine serves one communicator (its point-to-point and collective traffic).

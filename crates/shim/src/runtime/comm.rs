@@ -254,10 +254,7 @@ impl Comm {
     pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
         let queues = self.queues.lock();
         let mut stats = *queues.engine.stats();
-        let replaced = &queues.replaced;
-        stats.point_to_point.merge(&replaced.point_to_point);
-        stats.collective.merge(&replaced.collective);
-        stats.queues_max = stats.queues_max.max(replaced.queues_max);
+        stats.follow(&queues.replaced);
         let assertions = queues.params.assertions;
         (
             stats,
@@ -601,7 +598,7 @@ impl Queues {
             Policy::Auto => {
                 let idle = self.posted.is_empty() && self.arrived.is_empty();
                 if idle && self.signals.shallow(depth) {
-                    comm.takeover.episode_ended(self.signals.paid(depth), depth);
+                    comm.takeover.episode_ended(self.signals.paid(depth));
                     true
                 } else {
                     false
@@ -634,10 +631,7 @@ impl Queues {
         if !self.rebuild || self.engine.queued() != (0, 0) {
             return;
         }
-        let old = *self.engine.stats();
-        self.replaced.point_to_point.merge(&old.point_to_point);
-        self.replaced.collective.merge(&old.collective);
-        self.replaced.queues_max = self.replaced.queues_max.max(old.queues_max);
+        self.replaced.follow(self.engine.stats());
         self.engine = engine_for(kind, &self.params);
         self.rebuild = false;
     }

@@ -382,8 +382,8 @@ impl Takeover {
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
     /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
     /// start back to `2·depth` receives outstanding or `depth` elements searched.
-    pub fn episode_ended(&self, paid: bool, depth: u32) {
-        let base = 2 * depth as usize;
+    pub fn episode_ended(&self, paid: bool) {
+        let base = 2 * self.depth as usize;
         let limit = if paid {
             base
         } else {
@@ -522,7 +522,7 @@ mod tests {
             !t.timed(deep / 2, 2.0, || false),
             "the same time at twice the rate is shallow"
         );
-        t.episode_ended(false, 64);
+        t.episode_ended(false);
         for _ in 1..DEEP_IN_A_ROW {
             assert!(!t.timed(deep, 1.0, || false));
         }
@@ -563,7 +563,7 @@ mod tests {
         assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
-        t.episode_ended(false, 8);
+        t.episode_ended(false);
         t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
         assert!(
             t.delegated_call(Policy::Auto) != Call::TakeOver,
@@ -572,7 +572,7 @@ mod tests {
         t.outstanding.store(16 * UNPAID_LIMIT_FACTOR + 1, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
         t.outstanding.store(17, Relaxed);
-        t.episode_ended(true, 8);
+        t.episode_ended(true);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
     }
 

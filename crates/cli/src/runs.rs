@@ -22,6 +22,7 @@ const LIB_VAR: &str = "MATCHSHIM_LIB";
 const NOT_FOR_RANKS: [&str; 1] = [LIB_VAR];
 /// Set by the command for every run.
 const REPORT_VAR: &str = "MATCHSHIM_REPORT";
+const VERBOSE_VAR: &str = "MATCHSHIM_VERBOSE";
 const REPORT: &str = "report.jsonl";
 const META: &str = "meta.json";
 /// Launcher output when a run's output is kept rather than shown.
@@ -181,16 +182,16 @@ pub fn find_lib(given: Option<&Path>, mpi: Mpi) -> Result<PathBuf, String> {
 /// Variables for the ranks, by name and value.
 pub type Vars = Vec<(String, String)>;
 
-/// The variables the ranks get besides `MATCHSHIM_REPORT`: the caller's `MATCHSHIM_*` ones,
-/// overridden by `given`.
+/// The variables the ranks get besides `MATCHSHIM_REPORT`: `MATCHSHIM_VERBOSE=0`, then the
+/// caller's `MATCHSHIM_*` ones, overridden by `given`.
 pub fn rank_vars(given: &[(String, String)]) -> Vars {
-    let mut vars: BTreeMap<String, String> = std::env::vars()
-        .filter(|(name, _)| {
-            name.starts_with("MATCHSHIM_")
-                && !NOT_FOR_RANKS.contains(&name.as_str())
-                && name != REPORT_VAR
-        })
-        .collect();
+    // The command reports itself: rank 0's line at MPI_Finalize would say it twice.
+    let mut vars: BTreeMap<String, String> = [(VERBOSE_VAR.to_string(), "0".to_string())].into();
+    vars.extend(std::env::vars().filter(|(name, _)| {
+        name.starts_with("MATCHSHIM_")
+            && !NOT_FOR_RANKS.contains(&name.as_str())
+            && name != REPORT_VAR
+    }));
     vars.extend(given.iter().cloned());
     vars.into_iter().collect()
 }

@@ -9,8 +9,8 @@ pub struct Config {
     pub params: EngineParams,
     /// JSON Lines file that gets one report per rank at `MPI_Finalize`.
     pub report: Option<PathBuf>,
-    /// One-line summary on rank 0's stderr at `MPI_Finalize`.
-    pub verbose: bool,
+    /// When rank 0 prints its one-line summary at `MPI_Finalize`.
+    pub verbose: Verbosity,
     /// Who runs collectives.
     pub coll: CollMode,
     /// When the shim matches instead of MPI.
@@ -65,6 +65,17 @@ impl CollMode {
             CollMode::Native => "native",
         }
     }
+}
+
+/// `MATCHSHIM_VERBOSE`: when rank 0 says, at `MPI_Finalize`, who matched the run's receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verbosity {
+    /// `0`: never.
+    Quiet,
+    /// Unset: when the shim took matching over somewhere.
+    Takeovers,
+    /// `1`: always, with the engine's counters.
+    Always,
 }
 
 /// Every variable the shim reads.
@@ -125,7 +136,7 @@ impl Config {
             engine: EngineKind::ColPnp,
             params: EngineParams::default(),
             report: None,
-            verbose: false,
+            verbose: Verbosity::Takeovers,
             coll: CollMode::Shim,
             takeover: Takeover::Auto,
             takeover_depth: DEFAULT_TAKEOVER_DEPTH,
@@ -152,8 +163,9 @@ impl Config {
                 "MATCHSHIM_TRACE" => config.trace = Some(path(&name, value, "a directory")?),
                 "MATCHSHIM_VERBOSE" => {
                     config.verbose = match value.as_str() {
-                        "0" | "" => false,
-                        "1" => true,
+                        "0" => Verbosity::Quiet,
+                        "" => Verbosity::Takeovers,
+                        "1" => Verbosity::Always,
                         _ => return Err(bad_value(&name, &value, "0, 1")),
                     };
                 }
@@ -216,7 +228,8 @@ mod tests {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
         assert_eq!(config.engine, EngineKind::ColPnp);
         assert_eq!(config.params, EngineParams::default());
-        assert!(config.report.is_none() && !config.verbose && config.trace.is_none());
+        assert!(config.report.is_none() && config.trace.is_none());
+        assert_eq!(config.verbose, Verbosity::Takeovers);
         assert_eq!(config.coll, CollMode::Shim);
     }
 
@@ -329,9 +342,17 @@ mod tests {
     }
 
     #[test]
-    fn bad_verbose_value_is_an_error() {
+    fn verbose_values_and_a_bad_one() {
         let err = Config::from_vars(vars(&[("MATCHSHIM_VERBOSE", "yes")])).unwrap_err();
         assert!(err.contains("MATCHSHIM_VERBOSE"));
+        let level = |v: &str| {
+            Config::from_vars(vars(&[("MATCHSHIM_VERBOSE", v)]))
+                .unwrap()
+                .verbose
+        };
+        assert_eq!(level("0"), Verbosity::Quiet);
+        assert_eq!(level(""), Verbosity::Takeovers);
+        assert_eq!(level("1"), Verbosity::Always);
     }
 
     #[test]

@@ -140,9 +140,9 @@ pub unsafe extern "C" fn MPI_Init_thread(
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     if let Some(rt) = take_for_finalize() {
-        let totals = rt.totals();
+        let report = rt.totals().report(rt);
         if let Some(path) = &rt.config.report {
-            if let Err(e) = report::append(path, &totals.report(rt)) {
+            if let Err(e) = report::append(path, &report) {
                 crate::say(&format!(
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
@@ -155,10 +155,8 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
                 crate::say(&format!("matchshim: {e}"));
             }
         }
-        if rt.config.verbose {
-            if let Some(line) = report::summary_line(rt, &totals) {
-                crate::say(&line);
-            }
+        if let Some(line) = report::summary_line(rt, &report) {
+            crate::say(&line);
         }
     }
     PMPI_Finalize()

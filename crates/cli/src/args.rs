@@ -103,9 +103,8 @@ pub struct RunArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
-    /// Engines to compare, comma-separated [default: all]; list and rank always run (the
-    /// baseline of speedups and the reference for queue counts)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names())]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names_or_all(),
+          help = compare_engines_help())]
     pub engines: Vec<String>,
     #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = coll_names(), help = coll_help())]
     pub coll: Vec<String>,
@@ -245,6 +244,23 @@ pub fn defaults() -> Config {
 
 fn engine_names() -> PossibleValuesParser {
     PossibleValuesParser::new(EngineKind::ALL.iter().map(|k| k.name()))
+}
+
+fn engine_names_or_all() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        EngineKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(std::iter::once("all")),
+    )
+}
+
+fn compare_engines_help() -> String {
+    format!(
+        "Engines to compare, comma-separated, or all [default: list,{},bins]; list always runs \
+         (the baseline of the speedups)",
+        defaults().engine.name()
+    )
 }
 
 fn coll_names() -> PossibleValuesParser {

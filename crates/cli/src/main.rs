@@ -7,6 +7,7 @@ mod elf;
 mod figures;
 mod gpu;
 mod launch;
+mod load;
 mod memory;
 mod replay;
 mod reports;
@@ -58,6 +59,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// What `compare` keeps in its directory: the comparison and the recommendation.
+const COMPARE_JSON: &str = "compare.json";
 
 /// Picks the one MPI that every source names, or says which two disagree.
 fn agree(sources: &[(Option<Mpi>, String)]) -> Result<Option<Mpi>, String> {
@@ -196,9 +200,30 @@ fn runs_in(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(found)
 }
 
+/// The comparison `compare` kept in `dir`, if it is a compare directory.
+fn comparison_in(dir: &Path) -> Result<Option<Comparison>, String> {
+    let path = dir.join(COMPARE_JSON);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        format!(
+            "{}: not a comparison of this matchshim ({e})",
+            path.display()
+        )
+    })
+}
+
 fn report(args: ReportArgs) -> Result<(), String> {
     let mut out = Vec::new();
+    let mut comparisons = Vec::new();
     for path in &args.paths {
+        if let Some(c) = comparison_in(path)? {
+            comparisons.push((path.clone(), c));
+            continue;
+        }
         for dir in runs_in(path)? {
             let (meta, reports) = if dir.is_file() {
                 let reports = reports::load(&dir)?;
@@ -233,11 +258,12 @@ fn report(args: ReportArgs) -> Result<(), String> {
         }
     }
     if args.json {
-        let values: Vec<serde_json::Value> = out
+        let values: Vec<serde_json::Value> = comparisons
             .iter()
-            .map(|(dir, meta, reports)| {
+            .map(|(dir, c)| serde_json::json!({ "compare": dir, "comparison": c }))
+            .chain(out.iter().map(|(dir, meta, reports)| {
                 serde_json::json!({ "run": dir, "meta": meta, "summary": Summary::new(reports) })
-            })
+            }))
             .collect();
         let value = if values.len() == 1 {
             values[0].clone()
@@ -250,8 +276,15 @@ fn report(args: ReportArgs) -> Result<(), String> {
         );
         return Ok(());
     }
-    for (i, (dir, meta, reports)) in out.iter().enumerate() {
+    for (i, (dir, c)) in comparisons.iter().enumerate() {
         if i > 0 {
+            println!();
+        }
+        print!("{}", table::comparison(c));
+        println!("runs kept in {}", dir.display());
+    }
+    for (i, (dir, meta, reports)) in out.iter().enumerate() {
+        if i > 0 || !comparisons.is_empty() {
             println!();
         }
         print!(
@@ -272,9 +305,11 @@ fn report(args: ReportArgs) -> Result<(), String> {
 /// Every variant `compare` runs, each checked as the shim will check it.
 fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, String> {
     let engines = if args.engines.is_empty() {
-        compare::all_engines()
+        compare::default_engines(args::defaults().engine.name())
+    } else if args.engines.iter().any(|e| e == "all") {
+        compare::with_references(&[compare::BASELINE], compare::all_engines())
     } else {
-        args.engines.clone()
+        compare::with_references(&[compare::BASELINE], args.engines.clone())
     };
     let mut settings: Vec<(String, Vec<String>)> = Vec::new();
     for (name, modes) in [
@@ -288,7 +323,7 @@ fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, St
     for (name, values) in &args.set {
         settings.push((name.clone(), values.split(',').map(String::from).collect()));
     }
-    compare::variants(&compare::with_references(engines), &settings)
+    compare::variants(&engines, &settings)
         .into_iter()
         .map(|variant| {
             let vars = runs::rank_vars(&variant.vars());
@@ -308,8 +343,22 @@ fn compare(args: CompareArgs) -> Result<(), String> {
         .out
         .clone()
         .unwrap_or_else(|| runs::default_dir("compare"));
-    let mut progress = Progress::new(repeat * (variants.len() + 1));
+    let total = repeat * (variants.len() + 1);
+    let cores = runs::online_cores().unwrap_or(1);
+    let before = load::load_average();
+    let labels: Vec<String> = variants.iter().map(|(v, _)| v.label()).collect();
+    eprintln!(
+        "compare: {total} runs: native and {} variant{} ({}), {repeat} round{}; load average \
+         {} on {cores} cores before them",
+        variants.len(),
+        if variants.len() == 1 { "" } else { "s" },
+        labels.join(", "),
+        if repeat == 1 { "" } else { "s" },
+        before.map_or_else(|| "unknown".to_string(), |l| format!("{l:.2}")),
+    );
+    let mut progress = Progress::new(total);
     let mut native_walls = Vec::new();
+    let mut others = Vec::new();
     let mut hosts = Vec::new();
     let mut results: Vec<(Variant, Vec<Run>)> = variants
         .iter()
@@ -324,11 +373,25 @@ fn compare(args: CompareArgs) -> Result<(), String> {
             dir: &dir.join(format!("{}-{r}", name.replace(' ', "_"))),
             quiet: true,
         };
-        runs::execute(&spec).map_err(|e| format!("{name}, run {r}: {e}"))
+        let sample = load::Sample::now();
+        let outcome = runs::execute(&spec).map_err(|e| format!("{name}, run {r}: {e}"))?;
+        if let Some(busy) = sample.and_then(|s| s.others_since()) {
+            others.push(busy);
+        }
+        Ok::<_, String>(outcome)
     };
     // Rounds rather than variant after variant, so a slow spell of the machine hits all alike.
     let outcome = (1..=repeat).try_for_each(|r| {
         let native = launch_one("native", None, r)?;
+        if r == 1 {
+            let each = native.meta.wall_time_ns;
+            eprintln!(
+                "compare: the first native run took {}: about {} for all {total} runs, more \
+                 where the shim is slower",
+                table::duration(each),
+                table::duration(each.saturating_mul(total as u64))
+            );
+        }
         native_walls.push(native.meta.wall_time_ns);
         hosts = native.hosts;
         for ((variant, vars), (_, runs)) in variants.iter().zip(results.iter_mut()) {
@@ -348,7 +411,7 @@ fn compare(args: CompareArgs) -> Result<(), String> {
     progress.finish();
     outcome?;
     let ranks = results[0].1[0].reports.len();
-    let comparison = Comparison::new(
+    let mut comparison = Comparison::new(
         launch.program().to_vec(),
         mpi.name(),
         ranks,
@@ -357,8 +420,15 @@ fn compare(args: CompareArgs) -> Result<(), String> {
         &hosts,
         args::defaults().engine.name(),
     );
+    others.sort_by(f64::total_cmp);
+    comparison.load = Some(compare::Load {
+        cores,
+        before: before.unwrap_or(0.0),
+        others_median: others.get(others.len() / 2).copied().unwrap_or(0.0),
+        others_max: others.last().copied().unwrap_or(0.0),
+    });
     let json = serde_json::to_string_pretty(&comparison).map_err(|e| e.to_string())? + "\n";
-    std::fs::write(dir.join("compare.json"), &json)
+    std::fs::write(dir.join(COMPARE_JSON), &json)
         .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
     if args.json {
         print!("{json}");

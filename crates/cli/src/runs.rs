@@ -246,7 +246,7 @@ pub struct Spec<'a> {
 }
 
 /// Ranks and cores of one host, as the rank wrappers saw them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Host {
     pub name: String,
     pub ranks: usize,

@@ -1,6 +1,6 @@
 //! Plain-text tables for the terminal.
 
-use crate::compare::{with_range, Comparison, EngineResult};
+use crate::compare::{with_range, Comparison, EngineResult, Verdict};
 use crate::reports::{CommSum, Kind, RankReport, Search, Summary, Tally};
 use crate::runs::Meta;
 
@@ -316,9 +316,9 @@ pub fn speedup_cells(e: &EngineResult) -> Vec<String> {
     ]
 }
 
-/// The comparison: per variant the busiest rank's matching (median and range over runs),
-/// speedup over `list`, share of that rank's time, whole-run wall time against native, queues;
-/// then warnings and the recommendation.
+/// The comparison: per variant who matched, the busiest rank's matching (median and range over
+/// runs), its speedup over `list` and share of that rank's time, the whole run's wall time
+/// against native, queues; then the machine's load, warnings and the recommendation.
 pub fn comparison(c: &Comparison) -> String {
     let runs = if c.repeat == 1 { "run" } else { "runs" };
     let mut out = format!(
@@ -331,6 +331,7 @@ pub fn comparison(c: &Comparison) -> String {
     let matching = format!("matching r{}", c.busiest_rank);
     let header = [
         "variant",
+        "shim matched",
         matching.as_str(),
         "vs list",
         "share",
@@ -343,6 +344,7 @@ pub fn comparison(c: &Comparison) -> String {
         "-".into(),
         "-".into(),
         "-".into(),
+        "-".into(),
         with_range(&c.native_wall),
         "1.00x".into(),
         "-".into(),
@@ -350,6 +352,7 @@ pub fn comparison(c: &Comparison) -> String {
     rows.extend(c.engines.iter().map(|e| {
         vec![
             e.engine.clone(),
+            matchshim_core::report::percent(e.shim_matched, e.shim_matched + e.mpi_matched),
             with_range(&e.busiest),
             ratio(e.speedup_busiest[2]),
             format!("{:.1} %", e.matching_share * 100.0),
@@ -360,11 +363,25 @@ pub fn comparison(c: &Comparison) -> String {
     }));
     out.push_str(&render(&header, &rows));
     out.push_str(&format!(
-        "matching r{0}: engine time of rank {0}, the busiest under list; share: of that rank's \
-         time in MPI; vs list, vs native: times faster (median); wall: the whole run; queues: \
-         the most one rank allocated\n",
+        "shim matched: of the receives, the rest MPI matched; matching r{0}: engine time of rank \
+         {0}, the busiest under list; share: of that rank's time from MPI_Init to MPI_Finalize; \
+         vs list, vs native: times faster (median); wall: the whole run; queues: the most one \
+         rank allocated\n",
         c.busiest_rank
     ));
+    if let Some(load) = &c.load {
+        out.push_str(&format!(
+            "load: average {:.2} before the runs; other work kept {:.2} of {} cores busy during \
+             them (median over runs, max {:.2})\n",
+            load.before, load.others_median, load.cores, load.others_max
+        ));
+        if load.busy() {
+            out.push_str(
+                "warning: the machine was busy with other work: times vary with it from run to \
+                 run, read the ranges before the medians\n",
+            );
+        }
+    }
     for host in &c.oversubscribed {
         out.push_str(&format!(
             "warning: {} ran {} ranks on {} cores: a waiting rank of native MPI spins where the \
@@ -373,20 +390,19 @@ pub fn comparison(c: &Comparison) -> String {
         ));
     }
     let r = &c.recommendation;
-    match &r.variant {
-        Some(variant) => {
-            let vars: Vec<String> = r.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            out.push_str(&format!(
-                "\nrecommendation: {variant} ({})\n",
-                vars.join(" ")
-            ));
-        }
-        None => out.push_str(&format!(
-            "\nrecommendation: run without the shim (under {}, its best here, every run was \
-             slower than native)\n",
+    let verdict = match (r.verdict, &r.variant) {
+        (Verdict::NotNeeded, _) => "not needed: run without the shim".to_string(),
+        (Verdict::SlowerThanNative, _) => format!(
+            "run without the shim (under {}, its best here, every run was slower than native)",
             r.considered
-        )),
-    }
+        ),
+        (Verdict::Use, Some(variant)) => {
+            let vars: Vec<String> = r.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("{variant} ({})", vars.join(" "))
+        }
+        (Verdict::Use, None) => r.considered.clone(),
+    };
+    out.push_str(&format!("\nrecommendation: {verdict}\n"));
     for line in &r.lines {
         out.push_str(&format!("  - {line}\n"));
     }
@@ -539,6 +555,7 @@ mod tests {
                 "-",
                 "-",
                 "-",
+                "-",
                 "90",
                 "ns",
                 "(80–100)",
@@ -546,15 +563,19 @@ mod tests {
                 "-"
             ]
         );
+        // variant, shim matched (no communicators in the fixture), matching, vs list, share,
+        // wall, vs native, queues
         assert_eq!(
             cells(4),
             [
                 "rank",
+                "0",
+                "%",
                 "2.1",
                 "us",
                 "(1.1–3.1)",
                 "4.00x",
-                "0.0",
+                "0.4",
                 "%",
                 "95",
                 "ns",
@@ -563,6 +584,17 @@ mod tests {
                 "6"
             ]
         );
+        c.load = Some(crate::compare::Load {
+            cores: 2,
+            before: 3.5,
+            others_median: 1.2,
+            others_max: 1.9,
+        });
+        let text = comparison(&c);
+        assert!(text.contains(
+            "load: average 3.50 before the runs; other work kept 1.20 of 2 cores busy during \
+             them (median over runs, max 1.90)\nwarning: the machine was busy"
+        ));
         assert!(text.contains("warning: n1 ran 4 ranks on 2 cores"));
         assert!(text.contains("\nrecommendation: rank (MATCHSHIM_ENGINE=rank)\n  - matching is "));
     }

@@ -3,6 +3,7 @@
 mod args;
 mod bypass;
 mod compare;
+mod detect;
 mod elf;
 mod figures;
 mod gpu;
@@ -77,6 +78,14 @@ fn agree(sources: &[(Option<Mpi>, String)]) -> Result<Option<Mpi>, String> {
     }
 }
 
+/// The program's MPI as `agree` weighs it, with how it was found.
+fn program_mpi(command: &[String]) -> (Option<Mpi>, String) {
+    match detect::program_mpi(command) {
+        Some((mpi, how)) => (Some(mpi), how),
+        None => (None, String::new()),
+    }
+}
+
 /// The launch command and the program's MPI, checked before anything runs.
 fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
     let command = &args.command;
@@ -89,11 +98,10 @@ fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
                 command[0]
             ));
         }
-        let program = runs::check_program(&command[0])?;
-        let links = (runs::mpi_of(&program), format!("{} links", command[0]));
-        let mpi = match agree(&[links, given])? {
+        runs::check_program(&command[0])?;
+        let mpi = match agree(&[program_mpi(command), given])? {
             Some(mpi) => mpi,
-            None => Mpi::first_on_path()?,
+            None => Mpi::of_path()?.0,
         };
         if runs::on_path(mpi.launcher()).is_none() {
             return Err(format!(
@@ -116,8 +124,8 @@ fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
     runs::check_program(&command[0]).map_err(|_| format!("launcher not found: {}", command[0]))?;
     let launch = Launch::parse(command.clone(), |word| runs::find_program(word).is_some())?;
     let program = &launch.program()[0];
-    let path = runs::check_program(program)?;
-    let links = (runs::mpi_of(&path), format!("{program} links"));
+    runs::check_program(program)?;
+    let links = program_mpi(launch.program());
     let launcher = (
         launch.launcher.mpi(),
         format!("{} is the launcher of", launch.words[0]),

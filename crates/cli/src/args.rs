@@ -33,9 +33,12 @@ pub enum Command {
     /// Runs recorded or generated traces through each engine with no MPI: search depths, search
     /// time speedups over list, queues and heap bytes per rank
     Replay(ReplayArgs),
-    /// Writes the traces of a ci/bench program on N ranks from a simulation of it on the shim
+    /// Writes the traces a program would leave on N ranks, from a simulation of it on the
+    /// shim: one of the traffic patterns the generator models, at any scale
+    #[command(after_long_help = generate_programs())]
     Generate(GenerateArgs),
-    /// Paper 004's Figs. 7-10 and paper 001's depth growth with threads, from generated traces:
+    /// The figures of Ghazimirsaeed et al. (2019, Figs. 7-10: search time speedups and queues
+    /// against n) and Dosanjh et al. (2018: search depth against threads) from generated traces:
     /// SVG figures and tables.md
     Figures(FiguresArgs),
     /// Wraps one rank's process (the launcher starts it): records its exit status and stderr
@@ -157,12 +160,15 @@ pub enum Machine {
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Ranks
+    /// Ranks (needed unless PROGRAM --help)
     #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
-    pub ranks: u32,
-    /// Directory for the traces (traces already in it are removed first)
+    pub ranks: Option<u32>,
+    /// Directory for the traces (needed unless PROGRAM --help)
     #[arg(long, value_name = "TRACE_DIR")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Replaces the traces TRACE_DIR already holds (without it, such a directory is refused)
+    #[arg(long)]
+    pub force: bool,
     #[arg(long, value_enum, default_value_t = Machine::Cluster)]
     pub machine: Machine,
     /// all, or K: rank 0, the last and evenly spaced ranks, K in all
@@ -171,8 +177,8 @@ pub struct GenerateArgs {
     /// Seed of the simulation's random choices
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// A ci/bench program and its options: coll hotspot, app_radix, app_nbody, app_miniamr,
-    /// halo_mt
+    /// The program and its options: coll hotspot, app_radix, app_nbody, app_miniamr or halo_mt
+    /// (`-- PROGRAM --help` says what it does and the options it takes)
     #[arg(
         value_name = "PROGRAM",
         required = true,
@@ -202,13 +208,16 @@ fn keep(text: &str) -> Result<Keep, String> {
 #[derive(Args, Debug)]
 pub struct FiguresArgs {
     /// Directory for the SVGs and tables.md
-    #[arg(long, value_name = "DIR", default_value = "benches/paper")]
+    #[arg(long, value_name = "DIR", default_value = "matchshim-figures")]
     pub out: PathBuf,
-    /// Communicator sizes of paper 004's figures, comma-separated
+    /// Replaces figures DIR already holds (without it, such a directory is refused)
+    #[arg(long)]
+    pub force: bool,
+    /// Communicator sizes of the figures after Ghazimirsaeed et al. (2019), comma-separated
     #[arg(long, value_name = "N1,N2,...", value_delimiter = ',', default_value = "64,256,1024,4096",
           value_parser = clap::value_parser!(u32).range(2..))]
     pub ranks: Vec<u32>,
-    /// Threads per rank of paper 001's figure, comma-separated
+    /// Threads per rank of the figure after Dosanjh et al. (2018), comma-separated
     #[arg(long, value_name = "T1,T2,...", value_delimiter = ',', default_value = "1,2,4,8,16",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Vec<u32>,
@@ -348,6 +357,20 @@ fn setting(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Every program `generate` models, with its options.
+fn generate_programs() -> String {
+    let mut text =
+        "Programs (their sources are ci/bench/*.c in matchshim's source tree):\n".to_string();
+    for (_, usage) in matchshim_core::trace::generate::USAGE {
+        text.push_str(&format!("\n{usage}\n"));
+    }
+    text.push_str(
+        "\nExample:\n  matchshim generate -n 4096 --keep 16 --out nbody -- app_nbody -b 16 -c 2 -i 2\n  \
+         matchshim replay nbody",
+    );
+    text
+}
+
 fn run_examples() -> String {
     format!(
         "\
@@ -482,10 +505,17 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(g.keep, Keep::Sample(8));
+        assert_eq!(
+            (g.keep, g.ranks, g.force),
+            (Keep::Sample(8), Some(64), false)
+        );
         assert_eq!(g.machine, Machine::Cluster);
         assert_eq!(g.program, ["app_nbody", "-s", "3"]);
         assert!(parse("generate -n 1 --out t app_nbody").is_err());
+        let Command::Generate(g) = parse("generate -- app_nbody --help").unwrap().command else {
+            panic!()
+        };
+        assert_eq!((g.ranks, g.program.len()), (None, 2));
         assert!(parse("generate -n 4 --out t --keep 0 app_nbody").is_err());
         let Command::Figures(f) = parse("figures --ranks 64,256").unwrap().command else {
             panic!()

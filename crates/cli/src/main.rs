@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate(args),
         Command::Figures(args) => figures::make(
             &args.out,
+            args.force,
             &figures::Options {
                 ranks: args.ranks.iter().map(|&n| n as usize).collect(),
                 threads: args.threads.iter().map(|&t| t as usize).collect(),
@@ -490,8 +491,21 @@ fn replay_traces(args: ReplayArgs) -> Result<(), String> {
 
 fn generate(args: GenerateArgs) -> Result<(), String> {
     use matchshim_core::trace::generate::{generate, Keep as Kept, Shape, Spec};
-    let ranks = args.ranks as usize;
-    let out = args.out.as_path();
+    if args.program[1..].iter().any(|w| w == "--help" || w == "-h") {
+        let usage = Shape::usage(&args.program[0]).ok_or_else(|| {
+            format!(
+                "no generator for {:?}; programs: {}",
+                args.program[0],
+                Shape::PROGRAMS.join(", ")
+            )
+        })?;
+        println!("{usage}");
+        return Ok(());
+    }
+    let (Some(ranks), Some(out)) = (args.ranks, args.out.as_deref()) else {
+        return Err("generate needs -n N (ranks) and --out TRACE_DIR".into());
+    };
+    let ranks = ranks as usize;
     let spec = Spec {
         shape: Shape::parse(&args.program)?,
         ranks,
@@ -506,16 +520,26 @@ fn generate(args: GenerateArgs) -> Result<(), String> {
         },
         seed: args.seed,
     };
+    // Traces of an earlier run in the directory would be read as ranks of this one.
+    let earlier: Vec<PathBuf> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "trace"))
+        .collect();
+    if !earlier.is_empty() && !args.force {
+        return Err(format!(
+            "{} holds {} traces already: give --force to replace them, or another --out",
+            out.display(),
+            earlier.len()
+        ));
+    }
     let started = std::time::Instant::now();
     let (traces, simulated_ns) = generate(&spec)?;
-    // Traces of an earlier run in the directory would be read as ranks of this one.
-    if let Ok(entries) = std::fs::read_dir(out) {
-        for path in entries.flatten().map(|e| e.path()) {
-            if path.extension().is_some_and(|x| x == "trace") {
-                std::fs::remove_file(&path)
-                    .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
-            }
-        }
+    for path in earlier {
+        std::fs::remove_file(&path)
+            .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
     }
     matchshim_core::trace::write_dir(out, &traces)?;
     println!(

@@ -1,5 +1,5 @@
 //! `replay`: traces through every engine with no MPI, summed up per rank in the shim's report
-//! schema, so that they compare as `compare` compares runs (paper 004's measures: search depth
+//! schema, so that they compare as `compare` compares runs (Ghazimirsaeed et al.'s (2019) measures: search depth
 //! and time per traffic type, queues allocated), with each engine's peak heap bytes besides.
 
 use crate::compare::{with_references, Comparison, Progress, Run, Variant, BASELINE, PER_SOURCE};

@@ -390,7 +390,7 @@ pub struct EngineParams {
 }
 
 impl Default for EngineParams {
-    /// θ = 100 and k_c = k_p = 8 as in paper 004; 256 bins; the widest vectors of this CPU.
+    /// θ = 100 and k_c = k_p = 8 as in Ghazimirsaeed et al. 2019; 256 bins; the widest vectors of this CPU.
     fn default() -> Self {
         EngineParams {
             comm_size: 1,
@@ -407,7 +407,7 @@ impl Default for EngineParams {
 }
 
 /// ⌊k·√n⌋: how many dedicated queues one part of an engine may allocate on one side (posted
-/// receives, unexpected messages), the way paper 004 counts PRQs and UMQs. The collective part
+/// receives, unexpected messages), the way Ghazimirsaeed et al. (2019) count PRQs and UMQs. The collective part
 /// (`col`) gets `k_c`, the point-to-point part (`pnp`) `k_p`, so each side of an engine stays
 /// within `(k_c + k_p)·√n` besides its few fixed queues (base, profiling and wildcard queues).
 ///

@@ -1,4 +1,4 @@
-//! The unified engines (paper 004, Fig. 2): point-to-point and collective elements in engines of
+//! The unified engines (Ghazimirsaeed et al. 2019, Fig. 2): point-to-point and collective elements in engines of
 //! their own, which never share an element since the two never match.
 
 use super::{EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};

@@ -2,10 +2,12 @@
 # The main job: builds the shim and the matchshim command, then shows what the shim is for on a
 # program whose matching queues grow long (ci/bench/longqueue.c: 4096 messages queued, matched
 # in and against arrival order): the program natively and under the shim side by side, the
-# shim's matching report, and `matchshim compare` with its recommendation and plot.
+# shim's matching report, and `matchshim compare` with its recommendation and plot. Installs the
+# Debian packages it needs first (ci/packages.sh).
 #   ci/demo.sh [--mpi mpich|openmpi] [--repeat R]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/packages.sh"
 mpi=mpich
 repeat=3
 while [ $# -gt 0 ]; do
@@ -16,6 +18,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 root=$(repo_root)
+install_packages
 echo "== building the shim for $mpi (cargo)"
 build_shim "$mpi"
 lib=$(shim_lib_for "$mpi")

@@ -6,10 +6,13 @@
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
 # flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
 # mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
-# applications across network-namespace hosts (Open MPI over TCP).
+# applications across network-namespace hosts (Open MPI over TCP). Installs the Debian packages
+# it needs first (ci/packages.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/packages.sh"
 cd "$(repo_root)"
+install_packages
 
 # The command's tests run the shim built beside it, and Open MPI's for its launcher.
 build_shim mpich

@@ -27,7 +27,8 @@ pub enum Command {
     Run(RunArgs),
     /// Prints the summary of earlier runs
     Report(ReportArgs),
-    /// Runs a program natively and under each engine, and recommends one
+    /// Runs a program natively and under the shim's engines, and says whether to use the shim
+    /// and with which engine
     #[command(after_help = compare_examples())]
     Compare(CompareArgs),
     /// Runs recorded or generated traces through each engine with no MPI: search depths, search
@@ -48,6 +49,14 @@ pub enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// Prints a completion script for SHELL (ci/install.sh installs them)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Writes a man page for the command and for each sub-command into DIR
+    #[command(name = "_man", hide = true)]
+    Man { dir: PathBuf },
     /// Prints the CUDA driver, devices and NVRTC the gpu engine finds
     Gpu {
         /// Writes the kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
@@ -63,8 +72,9 @@ pub struct LaunchArgs {
     /// then the program and its arguments. Without -n, COMMAND starts with a launcher
     #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ranks: Option<u32>,
-    /// The MPI the program uses [default: the one it links, else the launcher's, else the first
-    /// mpiexec on PATH]
+    /// The MPI the program uses [default: the one it loads (its ELF file's libraries, or for a
+    /// Python program those of mpi4py's module), else the launcher's, else the mpiexec first on
+    /// PATH, by its --version]
     #[arg(long, value_enum)]
     pub mpi: Option<Mpi>,
     /// The shim library [default: MATCHSHIM_LIB, else PREFIX/lib/matchshim/MPI/ beside this

@@ -52,6 +52,12 @@ fn main() -> ExitCode {
         ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
         Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "matchshim", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => man_pages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -60,6 +66,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `matchshim.1` and `matchshim-SUB.1` for every sub-command a user runs, from the clap
+/// definition.
+fn man_pages(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let cli = <Cli as clap::CommandFactory>::command();
+    let mut pages = vec![("matchshim".to_string(), cli.clone())];
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("matchshim-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    for (name, command) in pages {
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command)
+            .render(&mut page)
+            .map_err(|e| format!("{name}: {e}"))?;
+        std::fs::write(&path, page).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What `compare` keeps in its directory: the comparison and the recommendation.

@@ -43,6 +43,6 @@ awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2
                printf "%-30s %10.3f %10.3f %7.2fx\n", n, native[n], shim[n], shim[n] / native[n] }' \
     "$out/native.txt" "$out/shim.txt" | sort
 
-echo "== matchshim compare: native and each engine, $repeat runs each, then a recommendation"
-timeout 600 "$matchshim" compare --mpi "$mpi" --lib "$lib" --engines col+pnp,bins --repeat "$repeat" \
+echo "== matchshim compare: native, list, the default engine and bins, $repeat runs each, then a recommendation"
+timeout 600 "$matchshim" compare --mpi "$mpi" --lib "$lib" --repeat "$repeat" \
     --out "$out/compare" --plot "$out/compare.svg" -n 2 -- "${app[@]}"

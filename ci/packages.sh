@@ -1,5 +1,5 @@
 # The Debian packages that building, the demo and the tests need, and a function that installs
-# those missing (as root, or through sudo). Sourced by .ci/run, ci/demo.sh and ci/test.sh.
+# those missing (as root, or through sudo). Sourced by ci/demo.sh and ci/test.sh.
 # shellcheck shell=bash
 
 PACKAGES=(build-essential pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev

@@ -401,13 +401,16 @@ fn compare_examples() -> String {
     "\
 Examples:
   matchshim compare -n 4 -- ./app
-  matchshim compare --engines col+pnp,bins --takeover auto,always --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines all --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines col+pnp,bins --takeover auto,always -n 4 -- ./app
   matchshim compare --engines col+pnp --coll shim,native -n 4 -- ./app
   matchshim compare --set MATCHSHIM_K=4,16 -- srun -n 64 ./app
 
-Runs the program natively and under every variant (engine x modes x --set values), in rounds, and
-ends with a recommendation: the variant to use, matching's share of the busiest rank's time, the
-gain to expect, and the queues it costs."
+Runs the program natively and under every variant (engine x modes x --set values), in rounds,
+after saying how many runs and about how long; measures the machine's load before and during
+them; and ends with a recommendation: not needed where matching is under 1 % of the busiest
+rank's time (or MPI matched every receive), else the variant to use, the gain to expect, the
+whole run against native, and the queues it costs. `matchshim report DIR` prints it again."
         .to_string()
 }
 

@@ -717,7 +717,7 @@ pub mod tests {
     }
 
     #[test]
-    fn engines_default_to_every_engine_and_references_come_first() {
+    fn default_engines_and_references_come_first() {
         assert!(all_engines().starts_with(&["list".to_string(), "rank".to_string()]));
         assert_eq!(
             with_references(&[BASELINE, PER_SOURCE], vec!["bins".into(), "list".into()]),

@@ -89,18 +89,30 @@ mod tests {
         };
         // The shell spins, then says its own CPU time (user, system) as `times` sees it.
         let out = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; times"])
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; times",
+            ])
             .output()
             .unwrap();
         assert!(out.status.success());
         let after = Sample::now().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
-        let own: f64 = text.lines().next().unwrap().split_whitespace().map(seconds).sum();
+        let own: f64 = text
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(seconds)
+            .sum();
         let counted = after.children_s - before.children_s;
         // All of the child's CPU time is the runs' own, however busy the machine is, and is
         // what `others_since` takes away from the machine's.
         assert!(own > 0.05, "{text}");
-        assert!(counted >= 0.9 * own, "counted {counted} s, the child says {own} s");
+        assert!(
+            counted >= 0.9 * own,
+            "counted {counted} s, the child says {own} s"
+        );
         let others = before.others_since().unwrap();
         let cores = crate::runs::online_cores().unwrap_or(1) as f64;
         assert!((0.0..=cores).contains(&others), "{others}");

@@ -175,7 +175,10 @@ fn run_keeps_the_reports_and_report_sums_them() {
         "the program's output is shown: {stdout}"
     );
     assert!(
-        stdout.contains(&format!("engine list, {}, 2 ranks, wall ", mpi())),
+        stdout.contains(&format!(
+            "engine list, takeover always, {}, 2 ranks, wall ",
+            mpi()
+        )),
         "{stdout}"
     );
     let p2p: Vec<&str> = stdout
@@ -752,7 +755,7 @@ fn any_launcher_with_its_options() {
         &s.demo,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("engine rank, mpich, 2 ranks"));
+    assert!(text(&out.stdout).contains("engine rank, takeover always, mpich, 2 ranks"));
     let m = meta(&dir);
     assert_eq!(m["launcher"][2], "DEMO_UNUSED");
     assert_eq!(m["ranks"], 2);
@@ -792,7 +795,7 @@ fn any_launcher_with_its_options() {
     ];
     let (out, dir) = run_with_launcher(s, "openmpi", &launcher, &demo);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("engine rank, openmpi, 3 ranks"));
+    assert!(text(&out.stdout).contains("engine rank, takeover always, openmpi, 3 ranks"));
     let m = meta(&dir);
     assert_eq!(m["mpi"], "openmpi");
     assert!(m["lib"]

@@ -62,7 +62,7 @@ fn python<'a>(path: &Path, command: &'a [String]) -> Option<(PathBuf, &'a [Strin
         None => return None,
     };
     let interpreter = find_program(interpreter)?;
-    named(&interpreter).then_some((interpreter, &command[..]))
+    named(&interpreter).then_some((interpreter, command))
 }
 
 /// The Python words name mpi4py: `-m mpi4py…`, `-c` code, or a script that mentions it.

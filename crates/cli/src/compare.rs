@@ -264,11 +264,19 @@ fn share(part: i64, whole: u64) -> f64 {
     }
 }
 
-fn percent(share: f64) -> String {
-    if share < 0.01 && share > 0.0 {
-        format!("{:.1} %", share * 100.0)
+/// A share as a percentage with the digits it needs: `12 %`, `0.4 %`, `0.03 %`, `< 0.01 %`.
+pub fn percent(share: f64) -> String {
+    let p = share * 100.0;
+    if p == 0.0 {
+        "0 %".to_string()
+    } else if p < 0.01 {
+        "< 0.01 %".to_string()
+    } else if p < 0.1 {
+        format!("{p:.2} %")
+    } else if p < 1.0 {
+        format!("{p:.1} %")
     } else {
-        format!("{:.0} %", share * 100.0)
+        format!("{p:.0} %")
     }
 }
 
@@ -474,11 +482,16 @@ fn recommend(
         (Some(best), _) => best,
         (None, _) => default_at.unwrap_or(base_at),
     };
+    let negligible = most.matching_share < NEGLIGIBLE_SHARE;
+    // Where no shim is needed, the whole run is told under the default: what one would run.
+    let pick_at = match default_at {
+        Some(d) if negligible => d,
+        _ => pick_at,
+    };
     let pick = &engines[pick_at];
     let saved_ns = base.busiest.median as i64 - pick.busiest.median as i64;
     let saved_share = share(saved_ns, base.busiest_wall_ns);
     let native_wins = native.max > 0 && native.below(&pick.wall);
-    let negligible = most.matching_share < NEGLIGIBLE_SHARE;
     let verdict = if negligible {
         Verdict::NotNeeded
     } else if native_wins {
@@ -498,7 +511,19 @@ fn recommend(
         ));
     }
     if most.busiest.median == 0 {
-        lines.push("the shim's engine matched nothing under any variant".to_string());
+        let busiest_shim = engines
+            .iter()
+            .max_by_key(|e| e.shim_matched)
+            .filter(|e| e.shim_matched > 0);
+        lines.push(match busiest_shim {
+            None => "the shim's engine matched nothing under any variant".to_string(),
+            Some(e) => format!(
+                "the shim matched at most {} of the receives (under {}), in no time measured on \
+                 rank {busiest_rank}",
+                matchshim_core::report::percent(e.shim_matched, e.shim_matched + e.mpi_matched),
+                e.engine
+            ),
+        });
     } else {
         lines.push(format!(
             "matching is {} of rank {busiest_rank}'s time at most, under {} ({} of {}){}",
@@ -913,6 +938,30 @@ pub mod tests {
         );
         assert!(
             r.lines[2].starts_with("whole run under col+pnp: 90 ns against native mpich's 100 ns")
+        );
+    }
+
+    #[test]
+    fn a_few_takeovers_in_no_measured_time_are_told_as_such() {
+        let mut runs = vec![
+            (variant("list"), vec![run("list", 0, 0, 0, 2, 100)]),
+            (variant("bins"), vec![run("bins", 0, 0, 0, 9, 100)]),
+        ];
+        // bins took over once on rank 1 and matched 3 of 1000 receives.
+        runs[1].1[0].reports[1].comms = vec![matchshim_core::report::CommReport {
+            switches: 1,
+            delegated_receives: 997,
+            takeover_time_ns: 10,
+            takeover_matches: 3,
+            ..Default::default()
+        }];
+        let c = compare(runs, vec![100], &[]);
+        let r = &c.recommendation;
+        assert_eq!(r.verdict, Verdict::NotNeeded);
+        assert_eq!(
+            r.lines[0],
+            "the shim matched at most 0.3 % of the receives (under bins), in no time measured on \
+             rank 0"
         );
     }
 

@@ -355,7 +355,7 @@ pub fn comparison(c: &Comparison) -> String {
             matchshim_core::report::percent(e.shim_matched, e.shim_matched + e.mpi_matched),
             with_range(&e.busiest),
             ratio(e.speedup_busiest[2]),
-            format!("{:.1} %", e.matching_share * 100.0),
+            crate::compare::percent(e.matching_share),
             with_range(&e.wall),
             ratio(e.wall_speedup),
             e.queues_max.to_string(),

@@ -93,17 +93,6 @@ pub struct CommReport {
     pub assertions: Vec<String>,
 }
 
-impl CommReport {
-    /// Adds another communicator's counters (for totals).
-    pub fn add(&mut self, other: &CommReport) {
-        self.switches += other.switches;
-        self.delegated_time_ns += other.delegated_time_ns;
-        self.delegated_receives += other.delegated_receives;
-        self.takeover_time_ns += other.takeover_time_ns;
-        self.takeover_matches += other.takeover_matches;
-    }
-}
-
 /// Where the `gpu` engine matched on one rank.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Offload {

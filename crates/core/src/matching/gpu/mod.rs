@@ -237,12 +237,14 @@ pub fn offload() -> Offload {
                 path: "device".to_string(),
                 detail,
                 kernel_launches: launches(),
+                kernel_bursts: 0,
             }
         }
         Probe::Missing(why) => Offload {
             path: "cpu".to_string(),
             detail: why.clone(),
             kernel_launches: 0,
+            kernel_bursts: 0,
         },
     }
 }

@@ -48,7 +48,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
-        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
+        Command::Gpu { ptx, arch } => gpu::run(ptx.as_deref(), &arch),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -182,8 +182,14 @@ impl Config {
                 "MATCHSHIM_TAKEOVER_DEPTH" => {
                     config.takeover_depth = positive(&name, &value)?.min(1 << 20) as u32;
                 }
-                "MATCHSHIM_GPU_BURST" => config.params.gpu.burst = positive(&name, &value)?,
-                "MATCHSHIM_GPU_SCAN" => config.params.gpu.scan = positive(&name, &value)?,
+                "MATCHSHIM_GPU_BURST" => {
+                    config.params.gpu.burst = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
+                "MATCHSHIM_GPU_SCAN" => {
+                    config.params.gpu.scan = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
                 "MATCHSHIM_GPU_LAUNCH" => {
                     config.params.gpu.launch = [Launch::Stream, Launch::Graph]
                         .into_iter()

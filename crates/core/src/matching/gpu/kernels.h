@@ -101,14 +101,26 @@ typedef struct {
     ms_u32 consumed;
 } ms_entry;
 
-/* The host's table entry (side.rs `Entry`): a key, its chain, the tickets it gave out. */
+/* The host's table entry (side.rs `Entry`): a key, its chain, the tickets it gave out, and
+ * the table's epoch it was made in (entries of other epochs are empty). */
 typedef struct {
     ms_u64 key;
     ms_u32 head;
     ms_u32 tail;
     ms_u32 posted;
-    ms_u32 pad;
+    ms_u32 epoch;
 } ms_host_entry;
+
+/* The host's record of a slot (side.rs `Slot`). */
+typedef struct {
+    ms_u64 id;
+    ms_u32 prev;
+    ms_u32 next;
+    ms_u32 entry;
+    ms_u32 ticket;
+    ms_u32 wpos;
+    ms_u32 pad;
+} ms_host_slot;
 
 /* (entry << 32 | ticket) -> slot. */
 typedef struct {
@@ -132,9 +144,7 @@ typedef struct {
     ms_u32 *wlive;
     const ms_u64 *h_keys;
     const ms_u32 *h_live;
-    const ms_u32 *h_entry_of;
-    const ms_u32 *h_ticket;
-    const ms_u32 *h_wpos;
+    const ms_host_slot *h_slots;
     const ms_u32 *h_wslot;
     const ms_u64 *h_wkeys;
     const ms_u32 *h_wlive;
@@ -152,7 +162,8 @@ typedef struct {
     ms_u32 words, wwords;
     ms_u32 table_bits, ticket_bits;
     ms_u32 chains;
-    ms_u32 pad;
+    /* The host table's epoch. */
+    ms_u32 epoch;
 } ms_side;
 
 /* Counters a launch sequence shares, in device memory. */
@@ -278,9 +289,9 @@ MS_FN void ms_sync_side(const ms_side *s, ms_u32 g) {
         ms_u32 slot = s->from + g;
         s->keys[slot] = s->h_keys[slot];
         if (!s->chains) return;
-        ms_u32 e = s->h_entry_of[slot], ticket = s->h_ticket[slot];
+        ms_u32 e = s->h_slots[slot].entry, ticket = s->h_slots[slot].ticket;
         s->entry_of[slot] = e;
-        s->wpos[slot] = s->h_wpos[slot];
+        s->wpos[slot] = s->h_slots[slot].wpos;
         if (ticket != MS_NONE) {
             ms_ticket_insert(s->tickets, s->ticket_bits, ms_ticket_tag(e, ticket), slot);
             MS_ATOMIC_MAX(&s->table[e].posted, ticket + 1);
@@ -365,7 +376,7 @@ MS_FN void ms_sync_item(const ms_args *a, ms_u32 g) {
 /* ---- ms_table_init: a rebuilt mirror's table, from the host's, all counts zero ---- */
 
 MS_FN void ms_table_init_item(const ms_side *s, ms_u32 e) {
-    s->table[e].key = s->h_table[e].key;
+    s->table[e].key = s->h_table[e].epoch == s->epoch ? s->h_table[e].key : MS_EMPTY;
     s->table[e].posted = 0;
     s->table[e].consumed = 0;
 }

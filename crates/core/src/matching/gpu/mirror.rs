@@ -22,9 +22,7 @@ pub struct MsSide {
     pub wlive: u64,
     pub h_keys: u64,
     pub h_live: u64,
-    pub h_entry_of: u64,
-    pub h_ticket: u64,
-    pub h_wpos: u64,
+    pub h_slots: u64,
     pub h_wslot: u64,
     pub h_wkeys: u64,
     pub h_wlive: u64,
@@ -46,7 +44,7 @@ pub struct MsSide {
     pub table_bits: u32,
     pub ticket_bits: u32,
     pub chains: u32,
-    pub pad: u32,
+    pub epoch: u32,
 }
 
 /// kernels.h's `ms_burst`.
@@ -270,6 +268,7 @@ impl Mirror {
     /// Makes room in `m` for `side`; true if the whole side must come over (else only what
     /// changed).
     fn prepare(backend: &mut Backend, m: &mut SideMirror, side: &mut Side) -> Result<bool, String> {
+        side.chain();
         let cap = side.capacity();
         let mut full = m.stale || side.changes.full;
         full |= ensure(backend, &mut m.keys, cap, 0)?;
@@ -322,9 +321,7 @@ impl Mirror {
             wlive: addr(&m.wlive),
             h_keys: side.keys.addr(),
             h_live: side.live.addr(),
-            h_entry_of: side.entry_of.addr(),
-            h_ticket: side.ticket.addr(),
-            h_wpos: side.wpos.addr(),
+            h_slots: side.slots.addr(),
             h_wslot: side.wslot.addr(),
             h_wkeys: side.wkeys.addr(),
             h_wlive: side.wlive.addr(),
@@ -346,7 +343,7 @@ impl Mirror {
             table_bits: side.bits,
             ticket_bits: m.ticket_bits,
             chains: side.chains() as u32,
-            pad: 0,
+            epoch: side.epoch,
         }
     }
 

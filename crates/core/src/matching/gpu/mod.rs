@@ -19,8 +19,9 @@
 //! the CPU. Where the communicator asserts no wildcards and allows overtaking (§VI), messages
 //! take their key's tickets in whatever order the device's threads come.
 //!
-//! Without a device the same engine runs, the kernels in their host build (the same code,
-//! driven thread by thread), so the path bursts take in MPI runs is the one a device runs.
+//! Without a device the engine is its CPU tier; where `MATCHSHIM_GPU_BURST` or
+//! `MATCHSHIM_GPU_SCAN` is set, the kernels' host build (the same code, driven thread by
+//! thread) takes what a device would, so MPI runs can take the device's path on any machine.
 
 mod buf;
 mod device;
@@ -79,6 +80,10 @@ pub struct GpuParams {
     /// Wildcard searches of an unexpected log of at least this many slots.
     pub scan: usize,
     pub launch: Launch,
+    /// The thresholds were set (`MATCHSHIM_GPU_BURST` or `MATCHSHIM_GPU_SCAN`): without a
+    /// device they send work to the kernels' host build too, which runs a device's threads
+    /// one after another (to test the device's path); otherwise the CPU tier does it all.
+    pub chosen: bool,
 }
 
 /// Rounds a burst with wildcard receives gets on the device before the CPU tier finishes it
@@ -92,12 +97,14 @@ impl GpuParams {
         burst: usize::MAX,
         scan: usize::MAX,
         launch: Launch::Stream,
+        chosen: true,
     };
     /// Every burst and every wildcard search through the kernels (tests and benchmarks).
     pub const KERNELS: GpuParams = GpuParams {
         burst: 1,
         scan: 0,
         launch: Launch::Stream,
+        chosen: true,
     };
 }
 
@@ -114,6 +121,7 @@ impl Default for GpuParams {
             burst: 4096,
             scan: 65536,
             launch: Launch::Stream,
+            chosen: false,
         }
     }
 }
@@ -150,7 +158,7 @@ pub fn offload() -> Offload {
         }
         Probe::Missing(why) => Offload {
             path: "cpu".to_string(),
-            detail: format!("{why}; bursts run the kernels' host build"),
+            detail: why.clone(),
             kernel_launches: 0,
             kernel_bursts,
         },
@@ -164,28 +172,38 @@ pub fn init_message(engine: super::EngineKind, rank: i32) -> Option<String> {
         return None;
     }
     match device::probe() {
-        Probe::Missing(why) if rank == 0 => Some(format!(
-            "matchshim: gpu engine: {why}; matching on the CPU, bursts through the kernels' \
-             host build"
-        )),
+        Probe::Missing(why) if rank == 0 => {
+            Some(format!("matchshim: gpu engine: {why}; matching on the CPU"))
+        }
         _ => None,
     }
 }
 
-/// The `gpu` engine: on the device when the probe found one, else with the kernels' host
-/// build.
+/// The `gpu` engine: on the device when the probe found one; else its CPU tier, with the
+/// kernels' host build behind thresholds that were set.
 pub fn build(params: &EngineParams) -> Box<dyn MatchEngine> {
-    if let Probe::Ready(device) = device::probe() {
-        match device.launcher(params.gpu.launch) {
-            Ok(launcher) => {
-                let memory = Memory::Pinned(device.clone());
-                let backend = Backend::Device(launcher);
-                return Box::new(GpuEngine::build(params, backend, memory, params.gpu));
+    Box::new(GpuEngine::for_this_machine(params))
+}
+
+impl GpuEngine {
+    fn for_this_machine(params: &EngineParams) -> GpuEngine {
+        if let Probe::Ready(device) = device::probe() {
+            match device.launcher(params.gpu.launch) {
+                Ok(launcher) => {
+                    let memory = Memory::Pinned(device.clone());
+                    let backend = Backend::Device(launcher);
+                    return GpuEngine::build(params, backend, memory, params.gpu);
+                }
+                Err(error) => device::record_failure(error),
             }
-            Err(error) => device::record_failure(error),
         }
+        if params.gpu.chosen {
+            return GpuEngine::host(params, params.gpu);
+        }
+        let mut engine = GpuEngine::host(params, GpuParams::CPU);
+        engine.lose_device(String::new());
+        engine
     }
-    Box::new(GpuEngine::host(params, params.gpu))
 }
 
 impl GpuEngine {
@@ -226,7 +244,8 @@ impl GpuEngine {
         }
     }
 
-    /// Stops launching after a device error: the CPU tier from now on.
+    /// Stops launching after a device error (or, without a device, before anything): the CPU
+    /// tier from now on, noting nothing for a copy.
     fn lose_device(&mut self, error: String) {
         if matches!(
             self.mirror.as_ref().map(|m| &m.backend),

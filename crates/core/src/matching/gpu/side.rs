@@ -30,7 +30,9 @@ pub(super) struct Entry {
     pub tail: u32,
     /// Tickets given out since the last renumbering.
     pub posted: u32,
-    pad: u32,
+    /// The table's epoch the entry was made in: entries of older epochs are empty, so a
+    /// rebuild of the same size clears the table by counting on.
+    pub epoch: u32,
 }
 
 const UNUSED: Entry = Entry {
@@ -38,6 +40,32 @@ const UNUSED: Entry = Entry {
     head: NONE,
     tail: NONE,
     posted: 0,
+    epoch: 0,
+};
+
+/// kernels.h's `ms_host_slot`: what the host keeps of a slot besides its key, in one place
+/// (a post writes one cache line of it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    pub id: u64,
+    prev: u32,
+    next: u32,
+    pub entry: u32,
+    /// Its place in its key's chain (posted side).
+    pub ticket: u32,
+    /// Its place in the wildcard log (a wildcard receive).
+    pub wpos: u32,
+    pad: u32,
+}
+
+const FREE: Slot = Slot {
+    id: 0,
+    prev: NONE,
+    next: NONE,
+    entry: NONE,
+    ticket: NONE,
+    wpos: NONE,
     pad: 0,
 };
 
@@ -125,17 +153,15 @@ impl Changes {
 pub(super) struct Side {
     pub keys: Buf<u64>,
     pub live: Buf<u32>,
-    pub entry_of: Buf<u32>,
-    pub ticket: Buf<u32>,
-    /// A wildcard receive's position in the wildcard log.
-    pub wpos: Buf<u32>,
-    ids: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    pub slots: Buf<Slot>,
     pub table: Buf<Entry>,
     pub bits: u32,
     /// Table entries in use, those whose chain ran empty included.
     entries: usize,
+    /// Entries of this epoch are the table's; others are empty.
+    pub epoch: u32,
+    /// Slots below this are chained.
+    chained: usize,
     /// The wildcard log: slots of wildcard receives in posting order, their keys, live bits.
     pub wslot: Buf<u32>,
     pub wkeys: Buf<u64>,
@@ -161,15 +187,12 @@ impl Side {
         let mut side = Side {
             keys: Buf::empty(),
             live: Buf::empty(),
-            entry_of: Buf::empty(),
-            ticket: Buf::empty(),
-            wpos: Buf::empty(),
-            ids: Vec::new(),
-            prev: Vec::new(),
-            next: Vec::new(),
+            slots: Buf::empty(),
             table: Buf::empty(),
             bits: MIN_TABLE_BITS,
             entries: 0,
+            epoch: 1,
+            chained: 0,
             wslot: Buf::empty(),
             wkeys: Buf::empty(),
             wlive: Buf::empty(),
@@ -212,35 +235,28 @@ impl Side {
     }
 
     pub fn id(&self, slot: u32) -> u64 {
-        self.ids[slot as usize]
+        self.slots[slot as usize].id
     }
 
-    /// The live slots of entry `e`'s key (tests).
+    /// The live slots of entry `e`'s key (tests; the side is chained).
     #[cfg(test)]
     pub fn live_in(&self, e: usize) -> usize {
         (0..self.end as u32)
-            .filter(|&s| self.is_live(s) && self.entry_of[s as usize] as usize == e)
+            .filter(|&s| self.is_live(s) && self.slots[s as usize].entry as usize == e)
             .count()
     }
 
     /// Table entries holding a key (tests).
     #[cfg(test)]
     pub fn used_entries(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.table.len()).filter(|&e| self.table[e].key != EMPTY)
+        (0..self.table.len()).filter(|&e| self.table[e].epoch == self.epoch)
     }
 
     fn resize(&mut self, slots: usize) {
         let memory = &mut self.memory;
         self.keys = self.keys.resized(memory, slots, 0);
         self.live = self.live.resized(memory, slots / 32, 0);
-        self.entry_of = self.entry_of.resized(memory, slots, NONE);
-        if self.chains {
-            self.ticket = self.ticket.resized(memory, slots, NONE);
-            self.wpos = self.wpos.resized(memory, slots, NONE);
-        }
-        self.ids.resize(slots, 0);
-        self.prev.resize(slots, NONE);
-        self.next.resize(slots, NONE);
+        self.slots = self.slots.resized(memory, slots, FREE);
         self.changes.rebuild();
     }
 
@@ -270,7 +286,11 @@ impl Side {
     /// The table (of `bits`) rebuilt from the live slots.
     fn relink(&mut self) {
         if self.table.len() == 1 << self.bits {
-            self.table.fill(UNUSED);
+            if self.epoch == u32::MAX {
+                self.table.fill(UNUSED);
+                self.epoch = 0;
+            }
+            self.epoch += 1;
         } else {
             self.table = Buf::new(&self.memory, 1 << self.bits, UNUSED).unwrap_or_else(|_| {
                 self.memory = Memory::Host;
@@ -278,8 +298,8 @@ impl Side {
             });
         }
         self.entries = 0;
-        if self.chains {
-            self.ticket[..self.end].fill(NONE);
+        for slot in &mut self.slots[..self.end] {
+            slot.ticket = NONE;
         }
         for word in self.head_word..self.words() {
             let mut bits = self.live[word];
@@ -289,14 +309,43 @@ impl Side {
                 self.link(slot);
             }
         }
+        self.chained = self.end;
         self.changes.rebuild();
+    }
+
+    /// Chains the slots posted since the last search (a post only appends: the chains, their
+    /// tickets and new table entries are made when first needed, or before a sync).
+    #[inline]
+    pub fn chain(&mut self) {
+        if self.chained < self.end {
+            self.chain_posted();
+        }
+    }
+
+    fn chain_posted(&mut self) {
+        while self.chained < self.end {
+            if 2 * (self.entries + 1) > self.table.len() {
+                // The rebuild chains every live slot, those posted since included.
+                self.rebuild_table();
+                return;
+            }
+            let slot = self.chained as u32;
+            self.chained += 1;
+            if self.is_live(slot) {
+                self.link(slot);
+            }
+        }
     }
 
     /// The entry of `key`, made if absent.
     fn entry(&mut self, key: u64) -> u32 {
-        let e = place(&self.table, self.bits, key);
-        if self.table[e as usize].key == EMPTY {
-            self.table[e as usize] = Entry { key, ..UNUSED };
+        let e = place(&self.table, self.bits, key, self.epoch);
+        if self.table[e as usize].epoch != self.epoch {
+            self.table[e as usize] = Entry {
+                key,
+                epoch: self.epoch,
+                ..UNUSED
+            };
             self.entries += 1;
             if self.chains && self.changes.noting() {
                 self.changes.entries.push(&mut self.memory, e);
@@ -308,19 +357,18 @@ impl Side {
     /// Appends `slot` to the chain of its key, with the chain's next ticket.
     fn link(&mut self, slot: u32) {
         let e = self.entry(self.keys[slot as usize]) as usize;
-        let tail = self.table[e].tail;
-        self.prev[slot as usize] = tail;
-        self.next[slot as usize] = NONE;
+        let entry = &mut self.table[e];
+        let tail = entry.tail;
         if tail == NONE {
-            self.table[e].head = slot;
-        } else {
-            self.next[tail as usize] = slot;
+            entry.head = slot;
         }
-        self.table[e].tail = slot;
-        self.entry_of[slot as usize] = e as u32;
-        if self.chains {
-            self.ticket[slot as usize] = self.table[e].posted;
-            self.table[e].posted += 1;
+        entry.tail = slot;
+        let ticket = entry.posted;
+        entry.posted += 1;
+        let at = &mut self.slots[slot as usize];
+        (at.prev, at.next, at.entry, at.ticket) = (tail, NONE, e as u32, ticket);
+        if tail != NONE {
+            self.slots[tail as usize].next = slot;
         }
     }
 
@@ -331,28 +379,30 @@ impl Side {
             return;
         }
         while head != NONE && !self.is_live(head) {
-            head = self.next[head as usize];
+            head = self.slots[head as usize].next;
         }
         self.table[e].head = head;
         if head == NONE {
             self.table[e].tail = NONE;
         } else {
-            self.prev[head as usize] = NONE;
+            self.slots[head as usize].prev = NONE;
         }
     }
 
     fn unlink(&mut self, slot: u32) {
-        let e = self.entry_of[slot as usize] as usize;
-        let (prev, next) = (self.prev[slot as usize], self.next[slot as usize]);
+        let Slot {
+            entry, prev, next, ..
+        } = self.slots[slot as usize];
+        let e = entry as usize;
         if prev == NONE {
             self.table[e].head = next;
         } else {
-            self.next[prev as usize] = next;
+            self.slots[prev as usize].next = next;
         }
         if next == NONE {
             self.table[e].tail = prev;
         } else {
-            self.prev[next as usize] = prev;
+            self.slots[next as usize].prev = prev;
         }
     }
 
@@ -365,16 +415,12 @@ impl Side {
                 self.resize(2 * self.keys.len());
             }
         }
-        if 2 * (self.entries + 1) > self.table.len() {
-            self.rebuild_table();
-        }
         let slot = self.end as u32;
         self.keys[self.end] = key;
-        self.ids[self.end] = id;
+        self.slots[self.end].id = id;
         self.live[self.end / 32] |= 1 << (self.end % 32);
         self.end += 1;
         self.len += 1;
-        self.link(slot);
         let Some(shape) = shape(key) else {
             return;
         };
@@ -396,7 +442,7 @@ impl Side {
         self.wslot[at] = slot;
         self.wkeys[at] = key;
         self.wlive[at / 32] |= 1 << (at % 32);
-        self.wpos[slot as usize] = at as u32;
+        self.slots[slot as usize].wpos = at as u32;
         self.wend += 1;
         self.wlen += 1;
     }
@@ -413,7 +459,7 @@ impl Side {
             self.wslot[to] = slot;
             self.wkeys[to] = self.wkeys[from];
             self.wlive[to / 32] |= 1 << (to % 32);
-            self.wpos[slot as usize] = to as u32;
+            self.slots[slot as usize].wpos = to as u32;
             to += 1;
         }
         self.wend = to;
@@ -423,7 +469,8 @@ impl Side {
     /// The host takes a live slot out; returns its id.
     pub fn remove(&mut self, slot: u32) -> u64 {
         debug_assert!(self.is_live(slot));
-        let e = self.entry_of[slot as usize] as usize;
+        self.chain();
+        let e = self.slots[slot as usize].entry as usize;
         self.skip_dead_front(e);
         let front = self.table[e].head == slot;
         self.unlink(slot);
@@ -445,14 +492,14 @@ impl Side {
                 self.changes.rebuild();
             }
         }
-        self.ids[slot as usize]
+        self.slots[slot as usize].id
     }
 
     /// The device took `slot` (and cleared its bits in the copy): the same here, its chain
     /// left to drop it when next followed. Returns its id.
     pub fn claimed(&mut self, slot: u32) -> u64 {
         self.clear_live(slot, false);
-        self.ids[slot as usize]
+        self.slots[slot as usize].id
     }
 
     /// Clears a live slot's bits and counts; `note`: the copy does not know yet.
@@ -462,7 +509,7 @@ impl Side {
         if let Some(shape) = shape(self.keys[slot as usize]) {
             self.wild[shape] -= 1;
             if self.chains {
-                let at = self.wpos[slot as usize] as usize;
+                let at = self.slots[slot as usize].wpos as usize;
                 self.wlive[at / 32] &= !(1 << (at % 32));
                 self.wlen -= 1;
                 if note && self.changes.noting() && at < self.changes.wfrom {
@@ -482,8 +529,9 @@ impl Side {
 
     /// The oldest live element with exactly this key.
     pub fn oldest(&mut self, key: u64) -> Option<u32> {
-        let e = place(&self.table, self.bits, key) as usize;
-        if self.table[e].key != key {
+        self.chain();
+        let e = place(&self.table, self.bits, key, self.epoch) as usize;
+        if self.table[e].epoch != self.epoch {
             return None;
         }
         self.skip_dead_front(e);
@@ -500,7 +548,7 @@ impl Side {
     pub fn find_id(&self, id: u64) -> Option<u32> {
         (self.head_word * 32..self.end)
             .map(|slot| slot as u32)
-            .find(|&slot| self.ids[slot as usize] == id && self.is_live(slot))
+            .find(|&slot| self.slots[slot as usize].id == id && self.is_live(slot))
     }
 
     /// Moves the live elements to the front, in order, and rebuilds the chains and the
@@ -513,7 +561,7 @@ impl Side {
                 let from = word * 32 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 self.keys[to] = self.keys[from];
-                self.ids[to] = self.ids[from];
+                self.slots[to].id = self.slots[from].id;
                 to += 1;
             }
         }
@@ -539,14 +587,14 @@ impl Side {
     }
 }
 
-/// kernels.h's `ms_find`, inlined for the CPU tier (a call into the host build costs a sixth of
-/// its speed); the kernels' tests fail if the two ever differ. The entry of `key`, or the empty
-/// entry where it goes.
+/// kernels.h's `ms_find` on the host's table, where entries of another epoch are empty (the
+/// device's copy holds only this epoch's): the entry of `key`, or the empty entry where it
+/// goes. The kernels' tests fail if the two ever differ.
 #[inline]
-fn place(table: &[Entry], bits: u32, key: u64) -> u32 {
+fn place(table: &[Entry], bits: u32, key: u64, epoch: u32) -> u32 {
     let mask = (1u32 << bits) - 1;
     let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as u32;
-    while table[i as usize].key != key && table[i as usize].key != EMPTY {
+    while table[i as usize].epoch == epoch && table[i as usize].key != key {
         i = (i + 1) & mask;
     }
     i

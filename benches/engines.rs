@@ -414,12 +414,15 @@ fn matching_rate(c: &mut Criterion<CpuTime>) {
     }
 }
 
+/// An engine for a communicator of this many ranks.
+type MakeFor = fn(usize) -> Box<dyn MatchEngine>;
+
 /// Bursts against arrivals one by one, random order, for the engines whose bursts take another
 /// path (`bins` has none: its two rows measure the same path, a check of the method).
 fn burst_rate(c: &mut Criterion<CpuTime>) {
     let mut group = c.benchmark_group("burst");
     group.sampling_mode(SamplingMode::Flat);
-    let engines: [(&str, fn(usize) -> Box<dyn MatchEngine>); 5] = [
+    let engines: [(&str, MakeFor); 5] = [
         ("batch", |n| build_engine(EngineKind::Batch, &params(n))),
         ("fuzzy", |n| build_engine(EngineKind::Fuzzy, &params(n))),
         ("bins", |n| build_engine(EngineKind::Bins, &params(n))),
@@ -455,7 +458,7 @@ fn burst_rate(c: &mut Criterion<CpuTime>) {
 fn post_rate(c: &mut Criterion<CpuTime>) {
     let mut group = c.benchmark_group("posts");
     group.sampling_mode(SamplingMode::Flat);
-    let engines: [(&str, fn(usize) -> Box<dyn MatchEngine>); 4] = [
+    let engines: [(&str, MakeFor); 4] = [
         ("bins", |n| build_engine(EngineKind::Bins, &params(n))),
         ("gpu", |n| build_engine(EngineKind::Gpu, &params(n))),
         ("gpu/mirror", |n| {

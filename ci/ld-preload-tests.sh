@@ -178,11 +178,16 @@ run_case() {
         # shellcheck disable=SC2086
         timeout -k 5 "$run_timeout" $cmd "$bin" >"$out" 2>&1
     else
-        # env inside the command line: the launcher cannot drop the variables.
+        # env inside the command line: the launcher cannot drop the variables. The gpu
+        # engine's settings pass through from the caller.
+        local gpu_vars=()
+        for v in MATCHSHIM_GPU_BURST MATCHSHIM_GPU_SCAN MATCHSHIM_GPU_LAUNCH MATCHSHIM_NVRTC; do
+            [ -n "${!v:-}" ] && gpu_vars+=("$v=${!v}")
+        done
         # shellcheck disable=SC2086
         timeout -k 5 "$run_timeout" $cmd env LD_PRELOAD="$(shim_lib_for "$mpi")" \
             MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
-            "$bin" >"$out" 2>&1
+            "${gpu_vars[@]}" "$bin" >"$out" 2>&1
     fi
 }
 

@@ -177,6 +177,7 @@ typedef struct {
 typedef struct {
     const ms_u64 *h_items; /* the burst's message keys (mapped) */
     ms_u32 *out;           /* per message: the slot it took, MS_NONE or MS_PENDING (mapped) */
+    ms_u32 *res;           /* the same in device memory, which rounds read */
     ms_u64 *items;
     ms_u32 *e_of;
     ms_u32 *rank;
@@ -363,7 +364,7 @@ MS_FN void ms_sync_item(const ms_args *a, ms_u32 g) {
     g -= n;
     if (g < a->b.count) {
         a->b.items[g] = a->b.h_items[g];
-        if (a->b.mode == MS_ROUND) a->b.out[g] = MS_PENDING;
+        if (a->b.mode == MS_ROUND) a->b.out[g] = a->b.res[g] = MS_PENDING;
         return;
     }
     /* The last item resets the counters of what follows. */
@@ -424,7 +425,7 @@ MS_FN void ms_rank_load(const ms_args *a, ms_rank_shared *s, ms_u32 t) {
     const ms_side *p = &a->prq;
     ms_u32 i = s->chunk * MS_CHUNK + t, e = MS_NONE;
     if (i == 0 && a->b.mode == MS_ROUND) a->b.ctl->brk = MS_NONE;
-    if (i < a->b.count && (a->b.mode != MS_ROUND || a->b.out[i] == MS_PENDING)) {
+    if (i < a->b.count && (a->b.mode != MS_ROUND || a->b.res[i] == MS_PENDING)) {
         e = ms_find(p->table, p->table_bits, a->b.items[i]);
         if (a->b.mode == MS_ROUND) {
             a->b.e_of[i] = e;
@@ -495,7 +496,7 @@ MS_FN ms_u32 ms_wscan_items(const ms_args *a) {
 MS_FN void ms_wscan_item(const ms_args *a, ms_u32 g) {
     const ms_side *p = &a->prq;
     ms_u32 i = g % a->b.count, group = g / a->b.count;
-    if (a->b.out[i] != MS_PENDING) return;
+    if (a->b.res[i] != MS_PENDING) return;
     ms_u32 per = (p->wwords + a->b.groups - 1) / a->b.groups;
     ms_u32 begin = group * per, end = begin + per < p->wwords ? begin + per : p->wwords;
     ms_u64 item = a->b.items[i];
@@ -514,7 +515,7 @@ MS_FN void ms_wscan_item(const ms_args *a, ms_u32 g) {
 /* Thread `i` of ms_round_claim: the candidate, and the claim on it (earliest message wins). */
 MS_FN void ms_round_claim(const ms_args *a, ms_u32 i) {
     const ms_side *p = &a->prq;
-    if (a->b.out[i] != MS_PENDING) return;
+    if (a->b.res[i] != MS_PENDING) return;
     ms_u32 e = a->b.e_of[i], exact = MS_NONE, wild = MS_NONE;
     if (e != MS_NONE)
         exact = ms_ticket_find(p->tickets, p->ticket_bits, e,
@@ -531,7 +532,7 @@ MS_FN void ms_round_claim(const ms_args *a, ms_u32 i) {
 
 /* Thread `i` of ms_round_break: the first message that must wait for the next round. */
 MS_FN void ms_round_break(const ms_args *a, ms_u32 i) {
-    if (a->b.out[i] != MS_PENDING) return;
+    if (a->b.res[i] != MS_PENDING) return;
     ms_u32 cand = a->b.cand[i], e = a->b.e_of[i];
     if (cand == MS_NONE) return;
     if (a->b.claimer[cand & ~MS_WILD] != i) MS_ATOMIC_MIN(&a->b.ctl->brk, i);
@@ -544,12 +545,12 @@ MS_FN void ms_round_break(const ms_args *a, ms_u32 i) {
 MS_FN void ms_round_commit(const ms_args *a, ms_u32 i) {
     const ms_side *p = &a->prq;
     if (i == 0) a->b.ctl->chunk = 0;
-    if (a->b.out[i] != MS_PENDING) return;
+    if (a->b.res[i] != MS_PENDING) return;
     ms_u32 cand = a->b.cand[i], e = a->b.e_of[i], slot = cand & ~MS_WILD;
     int settled = i < a->b.ctl->brk ||
                   (cand == MS_NONE && (e == MS_NONE || a->b.rank[i] == 0));
     if (settled) {
-        a->b.out[i] = cand == MS_NONE ? MS_NONE : slot;
+        a->b.res[i] = a->b.out[i] = cand == MS_NONE ? MS_NONE : slot;
         if (cand != MS_NONE) {
             ms_kill(p->live, slot);
             MS_ATOMIC_ADD(&p->table[p->entry_of[slot]].consumed, 1u);

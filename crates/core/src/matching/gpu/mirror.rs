@@ -53,6 +53,7 @@ pub struct MsSide {
 pub struct MsBurst {
     pub h_items: u64,
     pub out: u64,
+    pub res: u64,
     pub items: u64,
     pub e_of: u64,
     pub rank: u64,
@@ -214,6 +215,7 @@ struct SideMirror {
 #[derive(Default)]
 struct Scratch {
     items: Option<Dev<u64>>,
+    res: Option<Dev<u32>>,
     e_of: Option<Dev<u32>>,
     rank: Option<Dev<u32>>,
     cand: Option<Dev<u32>>,
@@ -363,6 +365,7 @@ impl Mirror {
         let b = &mut self.backend;
         let s = &mut self.scratch;
         ensure(b, &mut s.items, count, 0)?;
+        ensure(b, &mut s.res, count, NONE)?;
         ensure(b, &mut s.e_of, count, NONE)?;
         ensure(b, &mut s.rank, count, 0)?;
         ensure(b, &mut s.cand, count, NONE)?;
@@ -382,6 +385,7 @@ impl Mirror {
         MsBurst {
             h_items: s.h_items.as_ref().map_or(0, Buf::addr),
             out: s.out.as_ref().map_or(0, Buf::addr),
+            res: addr(&s.res),
             items: addr(&s.items),
             e_of: addr(&s.e_of),
             rank: addr(&s.rank),

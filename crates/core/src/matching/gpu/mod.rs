@@ -281,8 +281,12 @@ impl GpuEngine {
     /// The earliest unexpected message a wildcard pattern fits, and the messages compared.
     fn scan_unexpected(&mut self, key: u64) -> (Option<u32>, usize) {
         let long = self.umq.end - self.umq.head_word * 32 >= self.tiers.scan;
-        if let (true, Some(mirror)) = (long, self.mirror.as_mut()) {
-            match mirror.scan(&mut self.prq, &mut self.umq, key, &self.memory) {
+        if long && self.mirror.is_some() {
+            let scanned = self.readable().and_then(|()| {
+                let mirror = self.mirror.as_mut().expect("checked");
+                mirror.scan(&mut self.prq, &mut self.umq, key, &self.memory)
+            });
+            match scanned {
                 Ok(found) => return (found, self.umq.len),
                 Err(error) => self.lose_device(error),
             }
@@ -308,12 +312,25 @@ impl GpuEngine {
         Some(self.umq.remove(slot))
     }
 
+    /// A device reads the host's arrays in place: they must all be in pinned memory.
+    fn readable(&self) -> Result<(), String> {
+        let on_device = matches!(
+            self.mirror.as_ref().map(|m| &m.backend),
+            Some(Backend::Device(_))
+        );
+        if on_device && !(self.prq.pinned() && self.umq.pinned()) {
+            return Err("pinned host memory ran out".to_string());
+        }
+        Ok(())
+    }
+
     /// A burst through the kernels; on an error nothing has changed yet.
     fn burst(
         &mut self,
         msgs: &[(Envelope, MsgId)],
         matched: &mut Vec<Option<RecvId>>,
     ) -> Result<(), String> {
+        self.readable()?;
         let count = msgs.len();
         let mirror = self.mirror.as_mut().expect("bursts run only with a mirror");
         let items = mirror.items(count, &self.memory)?;

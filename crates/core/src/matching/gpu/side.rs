@@ -225,6 +225,11 @@ impl Side {
         self.wslot.len()
     }
 
+    /// Every array the device reads is in pinned memory (it may have run out).
+    pub fn pinned(&self) -> bool {
+        matches!(self.memory, Memory::Pinned(_))
+    }
+
     pub fn words(&self) -> usize {
         self.end.div_ceil(32)
     }

@@ -17,10 +17,17 @@ pub(super) enum Memory {
 }
 
 /// A host array: the engine reads and writes it as a slice; in pinned memory the device reads
-/// it too, at `device_ptr`.
-pub(super) enum Buf<T: Copy> {
+/// it too, at `addr`. The slice is kept as a pointer and a length, so reading an element costs
+/// what it costs in a Vec whatever memory holds it.
+pub(super) struct Buf<T: Copy> {
+    ptr: *mut T,
+    len: usize,
+    owner: Owner<T>,
+}
+
+enum Owner<T> {
     Host(Vec<T>),
-    Pinned { block: Block, len: usize },
+    Pinned(Block),
 }
 
 // SAFETY: a pinned buffer is owned memory like a Vec; the device reads it only during a launch,
@@ -29,17 +36,32 @@ unsafe impl<T: Copy + Send> Send for Buf<T> {}
 
 impl<T: Copy> Buf<T> {
     pub fn empty() -> Self {
-        Buf::Host(Vec::new())
+        Self::host(Vec::new())
+    }
+
+    fn host(mut v: Vec<T>) -> Self {
+        Buf {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            owner: Owner::Host(v),
+        }
     }
 
     /// `len` elements set to `fill`, in `memory`; pinned memory may run out.
     pub fn new(memory: &Memory, len: usize, fill: T) -> Result<Self, String> {
         match memory {
-            Memory::Host => Ok(Buf::Host(vec![fill; len])),
+            Memory::Host => Ok(Self::host(vec![fill; len])),
             Memory::Pinned(device) => {
                 let block = device.block(Kind::Pinned, len * std::mem::size_of::<T>())?;
-                let mut buf = Buf::Pinned { block, len };
-                buf.fill(fill);
+                let mut buf = Buf {
+                    ptr: block.host_ptr.cast(),
+                    len,
+                    owner: Owner::Pinned(block),
+                };
+                // SAFETY: the block holds `len` elements, aligned for any T (blocks are at least
+                // 4096-byte aligned); they are written before being read.
+                unsafe { std::slice::from_raw_parts_mut(buf.ptr, len) }.fill(fill);
+                buf.len = len;
                 Ok(buf)
             }
         }
@@ -47,9 +69,9 @@ impl<T: Copy> Buf<T> {
 
     /// The address the device reads this array at, or where the host build reads it.
     pub fn addr(&self) -> u64 {
-        match self {
-            Buf::Host(v) => v.as_ptr() as u64,
-            Buf::Pinned { block, .. } => block.device_ptr,
+        match &self.owner {
+            Owner::Host(v) => v.as_ptr() as u64,
+            Owner::Pinned(block) => block.device_ptr,
         }
     }
 
@@ -58,7 +80,7 @@ impl<T: Copy> Buf<T> {
     pub fn resized(&self, memory: &mut Memory, len: usize, fill: T) -> Self {
         let mut grown = Buf::new(memory, len, fill).unwrap_or_else(|_| {
             *memory = Memory::Host;
-            Buf::Host(vec![fill; len])
+            Self::host(vec![fill; len])
         });
         let kept = len.min(self.len());
         grown[..kept].copy_from_slice(&self[..kept]);
@@ -68,27 +90,19 @@ impl<T: Copy> Buf<T> {
 
 impl<T: Copy> Deref for Buf<T> {
     type Target = [T];
+    #[inline(always)]
     fn deref(&self) -> &[T] {
-        match self {
-            Buf::Host(v) => v,
-            // SAFETY: the block holds `len` initialized elements for the buffer's life, aligned
-            // for any T (blocks are at least 4096-byte aligned).
-            Buf::Pinned { block, len } => unsafe {
-                std::slice::from_raw_parts(block.host_ptr.cast(), *len)
-            },
-        }
+        // SAFETY: `ptr` holds `len` initialized elements for the buffer's life (the Vec or the
+        // block it points into is owned by the buffer and never moves its elements).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
 impl<T: Copy> DerefMut for Buf<T> {
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Buf::Host(v) => v,
-            // SAFETY: as in `deref`, and `&mut self` makes the access unique.
-            Buf::Pinned { block, len } => unsafe {
-                std::slice::from_raw_parts_mut(block.host_ptr.cast(), *len)
-            },
-        }
+        // SAFETY: as in `deref`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 

@@ -100,7 +100,6 @@ unsigned long ms_layout_host(int what) {
     case 7: return sizeof(ms_entry);
     case 8: return sizeof(ms_ticket);
     case 9: return offsetof(ms_side, chains);
-    case 10: return sizeof(ms_host_slot);
     default: return 0;
     }
 }

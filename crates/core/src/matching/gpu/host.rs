@@ -52,9 +52,9 @@ pub(super) fn items(kernel: Kernel, args: &MsArgs) -> u32 {
 }
 
 /// kernels.h's sizes and offsets: (args, side, burst, args.b, side.n_dirty, burst.count,
-/// host entry, device entry, ticket, side.chains, host slot).
+/// host entry, device entry, ticket, side.chains).
 #[cfg(test)]
-pub(super) fn layout() -> [usize; 11] {
+pub(super) fn layout() -> [usize; 10] {
     // SAFETY: returns constants.
     std::array::from_fn(|what| unsafe { ms_layout_host(what as i32) } as usize)
 }

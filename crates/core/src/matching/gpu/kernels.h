@@ -111,17 +111,6 @@ typedef struct {
     ms_u32 epoch;
 } ms_host_entry;
 
-/* The host's record of a slot (side.rs `Slot`). */
-typedef struct {
-    ms_u64 id;
-    ms_u32 prev;
-    ms_u32 next;
-    ms_u32 entry;
-    ms_u32 ticket;
-    ms_u32 wpos;
-    ms_u32 pad;
-} ms_host_slot;
-
 /* (entry << 32 | ticket) -> slot. */
 typedef struct {
     ms_u64 tag;
@@ -144,7 +133,9 @@ typedef struct {
     ms_u32 *wlive;
     const ms_u64 *h_keys;
     const ms_u32 *h_live;
-    const ms_host_slot *h_slots;
+    const ms_u32 *h_entry_of;
+    const ms_u32 *h_ticket;
+    const ms_u32 *h_wpos;
     const ms_u32 *h_wslot;
     const ms_u64 *h_wkeys;
     const ms_u32 *h_wlive;
@@ -290,9 +281,9 @@ MS_FN void ms_sync_side(const ms_side *s, ms_u32 g) {
         ms_u32 slot = s->from + g;
         s->keys[slot] = s->h_keys[slot];
         if (!s->chains) return;
-        ms_u32 e = s->h_slots[slot].entry, ticket = s->h_slots[slot].ticket;
+        ms_u32 e = s->h_entry_of[slot], ticket = s->h_ticket[slot];
         s->entry_of[slot] = e;
-        s->wpos[slot] = s->h_slots[slot].wpos;
+        s->wpos[slot] = s->h_wpos[slot];
         if (ticket != MS_NONE) {
             ms_ticket_insert(s->tickets, s->ticket_bits, ms_ticket_tag(e, ticket), slot);
             MS_ATOMIC_MAX(&s->table[e].posted, ticket + 1);

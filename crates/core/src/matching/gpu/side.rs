@@ -43,30 +43,16 @@ const UNUSED: Entry = Entry {
     epoch: 0,
 };
 
-/// kernels.h's `ms_host_slot`: what the host keeps of a slot besides its key, in one place
-/// (a post writes one cache line of it).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Slot {
-    pub id: u64,
+/// A slot's neighbours in its key's chain.
+#[derive(Clone, Copy)]
+struct Links {
     prev: u32,
     next: u32,
-    pub entry: u32,
-    /// Its place in its key's chain (posted side).
-    pub ticket: u32,
-    /// Its place in the wildcard log (a wildcard receive).
-    pub wpos: u32,
-    pad: u32,
 }
 
-const FREE: Slot = Slot {
-    id: 0,
+const UNLINKED: Links = Links {
     prev: NONE,
     next: NONE,
-    entry: NONE,
-    ticket: NONE,
-    wpos: NONE,
-    pad: 0,
 };
 
 /// Which wildcards a key holds: ANY_SOURCE only, ANY_TAG only, both.
@@ -153,7 +139,15 @@ impl Changes {
 pub(super) struct Side {
     pub keys: Buf<u64>,
     pub live: Buf<u32>,
-    pub slots: Buf<Slot>,
+    /// Per slot, each in an array of its own (a search touches a field or two of a random
+    /// slot, which stays in cache for longer queues this way): its table entry, its ticket
+    /// (its place in its key's chain, posted side), its place in the wildcard log (a wildcard
+    /// receive), which the device reads; its id and its neighbours in its chain.
+    pub entry_of: Buf<u32>,
+    pub ticket: Buf<u32>,
+    pub wpos: Buf<u32>,
+    ids: Vec<u64>,
+    links: Vec<Links>,
     pub table: Buf<Entry>,
     pub bits: u32,
     /// Table entries in use, those whose chain ran empty included.
@@ -187,7 +181,11 @@ impl Side {
         let mut side = Side {
             keys: Buf::empty(),
             live: Buf::empty(),
-            slots: Buf::empty(),
+            entry_of: Buf::empty(),
+            ticket: Buf::empty(),
+            wpos: Buf::empty(),
+            ids: Vec::new(),
+            links: Vec::new(),
             table: Buf::empty(),
             bits: MIN_TABLE_BITS,
             entries: 0,
@@ -240,14 +238,14 @@ impl Side {
     }
 
     pub fn id(&self, slot: u32) -> u64 {
-        self.slots[slot as usize].id
+        self.ids[slot as usize]
     }
 
     /// The live slots of entry `e`'s key (tests; the side is chained).
     #[cfg(test)]
     pub fn live_in(&self, e: usize) -> usize {
         (0..self.end as u32)
-            .filter(|&s| self.is_live(s) && self.slots[s as usize].entry as usize == e)
+            .filter(|&s| self.is_live(s) && self.entry_of[s as usize] as usize == e)
             .count()
     }
 
@@ -261,7 +259,13 @@ impl Side {
         let memory = &mut self.memory;
         self.keys = self.keys.resized(memory, slots, 0);
         self.live = self.live.resized(memory, slots / 32, 0);
-        self.slots = self.slots.resized(memory, slots, FREE);
+        self.entry_of = self.entry_of.resized(memory, slots, NONE);
+        if self.chains {
+            self.ticket = self.ticket.resized(memory, slots, NONE);
+            self.wpos = self.wpos.resized(memory, slots, NONE);
+        }
+        self.ids.resize(slots, 0);
+        self.links.resize(slots, UNLINKED);
         self.changes.rebuild();
     }
 
@@ -274,10 +278,10 @@ impl Side {
     }
 
     /// The table rebuilt from the live slots in order, never smaller than it was and at least
-    /// four entries per live element (so at most half full until the next rebuild); chains lose
-    /// their dead slots and tickets start again from 0 in each chain.
+    /// two entries per live element (so at most half full, and rebuilt again at three quarters);
+    /// chains lose their dead slots and tickets start again from 0 in each chain.
     fn rebuild_table(&mut self) {
-        let needed = (4 * (self.len + 1)).next_power_of_two().trailing_zeros();
+        let needed = (2 * self.len).next_power_of_two().trailing_zeros();
         self.bits = self.bits.max(needed).max(MIN_TABLE_BITS);
         self.relink();
     }
@@ -299,12 +303,12 @@ impl Side {
         } else {
             self.table = Buf::new(&self.memory, 1 << self.bits, UNUSED).unwrap_or_else(|_| {
                 self.memory = Memory::Host;
-                Buf::Host(vec![UNUSED; 1 << self.bits])
+                Buf::new(&Memory::Host, 1 << self.bits, UNUSED).expect("host memory")
             });
         }
         self.entries = 0;
-        for slot in &mut self.slots[..self.end] {
-            slot.ticket = NONE;
+        if self.chains {
+            self.ticket[..self.end].fill(NONE);
         }
         for word in self.head_word..self.words() {
             let mut bits = self.live[word];
@@ -329,7 +333,7 @@ impl Side {
 
     fn chain_posted(&mut self) {
         while self.chained < self.end {
-            if 2 * (self.entries + 1) > self.table.len() {
+            if 4 * (self.entries + 1) > 3 * self.table.len() {
                 // The rebuild chains every live slot, those posted since included.
                 self.rebuild_table();
                 return;
@@ -370,44 +374,53 @@ impl Side {
         entry.tail = slot;
         let ticket = entry.posted;
         entry.posted += 1;
-        let at = &mut self.slots[slot as usize];
-        (at.prev, at.next, at.entry, at.ticket) = (tail, NONE, e as u32, ticket);
+        self.links[slot as usize] = Links {
+            prev: tail,
+            next: NONE,
+        };
+        self.entry_of[slot as usize] = e as u32;
+        if self.chains {
+            self.ticket[slot as usize] = ticket;
+        }
         if tail != NONE {
-            self.slots[tail as usize].next = slot;
+            self.links[tail as usize].next = slot;
         }
     }
 
     /// Drops the dead slots at the front of entry `e`'s chain (the device took them).
+    #[inline]
     fn skip_dead_front(&mut self, e: usize) {
-        let mut head = self.table[e].head;
-        if head == NONE || self.is_live(head) {
-            return;
+        let head = self.table[e].head;
+        if head != NONE && !self.is_live(head) {
+            self.drop_dead_front(e, head);
         }
+    }
+
+    #[cold]
+    fn drop_dead_front(&mut self, e: usize, mut head: u32) {
         while head != NONE && !self.is_live(head) {
-            head = self.slots[head as usize].next;
+            head = self.links[head as usize].next;
         }
         self.table[e].head = head;
         if head == NONE {
             self.table[e].tail = NONE;
         } else {
-            self.slots[head as usize].prev = NONE;
+            self.links[head as usize].prev = NONE;
         }
     }
 
     fn unlink(&mut self, slot: u32) {
-        let Slot {
-            entry, prev, next, ..
-        } = self.slots[slot as usize];
-        let e = entry as usize;
+        let e = self.entry_of[slot as usize] as usize;
+        let Links { prev, next } = self.links[slot as usize];
         if prev == NONE {
             self.table[e].head = next;
         } else {
-            self.slots[prev as usize].next = next;
+            self.links[prev as usize].next = next;
         }
         if next == NONE {
             self.table[e].tail = prev;
         } else {
-            self.slots[next as usize].prev = prev;
+            self.links[next as usize].prev = prev;
         }
     }
 
@@ -422,7 +435,7 @@ impl Side {
         }
         let slot = self.end as u32;
         self.keys[self.end] = key;
-        self.slots[self.end].id = id;
+        self.ids[self.end] = id;
         self.live[self.end / 32] |= 1 << (self.end % 32);
         self.end += 1;
         self.len += 1;
@@ -447,7 +460,7 @@ impl Side {
         self.wslot[at] = slot;
         self.wkeys[at] = key;
         self.wlive[at / 32] |= 1 << (at % 32);
-        self.slots[slot as usize].wpos = at as u32;
+        self.wpos[slot as usize] = at as u32;
         self.wend += 1;
         self.wlen += 1;
     }
@@ -464,7 +477,7 @@ impl Side {
             self.wslot[to] = slot;
             self.wkeys[to] = self.wkeys[from];
             self.wlive[to / 32] |= 1 << (to % 32);
-            self.slots[slot as usize].wpos = to as u32;
+            self.wpos[slot as usize] = to as u32;
             to += 1;
         }
         self.wend = to;
@@ -475,9 +488,12 @@ impl Side {
     pub fn remove(&mut self, slot: u32) -> u64 {
         debug_assert!(self.is_live(slot));
         self.chain();
-        let e = self.slots[slot as usize].entry as usize;
-        self.skip_dead_front(e);
-        let front = self.table[e].head == slot;
+        let e = self.entry_of[slot as usize] as usize;
+        // Whether the device's count of receives taken from the front can say it.
+        let front = self.chains && self.changes.noting() && {
+            self.skip_dead_front(e);
+            self.table[e].head == slot
+        };
         self.unlink(slot);
         self.clear_live(slot, true);
         self.advance_head();
@@ -497,24 +513,28 @@ impl Side {
                 self.changes.rebuild();
             }
         }
-        self.slots[slot as usize].id
+        self.ids[slot as usize]
     }
 
     /// The device took `slot` (and cleared its bits in the copy): the same here, its chain
     /// left to drop it when next followed. Returns its id.
     pub fn claimed(&mut self, slot: u32) -> u64 {
         self.clear_live(slot, false);
-        self.slots[slot as usize].id
+        self.ids[slot as usize]
     }
 
     /// Clears a live slot's bits and counts; `note`: the copy does not know yet.
     fn clear_live(&mut self, slot: u32, note: bool) {
         self.live[slot as usize / 32] &= !(1 << (slot % 32));
         self.len -= 1;
+        if self.len == 0 {
+            self.drained();
+            return;
+        }
         if let Some(shape) = shape(self.keys[slot as usize]) {
             self.wild[shape] -= 1;
             if self.chains {
-                let at = self.slots[slot as usize].wpos as usize;
+                let at = self.wpos[slot as usize] as usize;
                 self.wlive[at / 32] &= !(1 << (at % 32));
                 self.wlen -= 1;
                 if note && self.changes.noting() && at < self.changes.wfrom {
@@ -522,6 +542,20 @@ impl Side {
                 }
             }
         }
+    }
+
+    /// The last live slot left: the log starts again from slot 0, the table keeps its size and
+    /// drops its keys by moving to a new epoch, and the device's copy is rebuilt (from nothing)
+    /// at its next sync.
+    fn drained(&mut self) {
+        let (words, wwords) = (self.words(), self.wend.div_ceil(32));
+        self.live[..words].fill(0);
+        self.wild = [0; 3];
+        if self.chains {
+            self.wlive[..wwords].fill(0);
+        }
+        (self.end, self.chained, self.head_word, self.wend, self.wlen) = (0, 0, 0, 0, 0);
+        self.relink();
     }
 
     /// Moves `head_word` past whole words without live slots (after removals); the word new
@@ -553,7 +587,7 @@ impl Side {
     pub fn find_id(&self, id: u64) -> Option<u32> {
         (self.head_word * 32..self.end)
             .map(|slot| slot as u32)
-            .find(|&slot| self.slots[slot as usize].id == id && self.is_live(slot))
+            .find(|&slot| self.ids[slot as usize] == id && self.is_live(slot))
     }
 
     /// Moves the live elements to the front, in order, and rebuilds the chains and the
@@ -566,7 +600,7 @@ impl Side {
                 let from = word * 32 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 self.keys[to] = self.keys[from];
-                self.slots[to].id = self.slots[from].id;
+                self.ids[to] = self.ids[from];
                 to += 1;
             }
         }

@@ -231,7 +231,6 @@ fn argument_structs_match_kernels_h() {
         16,
         16,
         offset_of!(MsSide, chains),
-        size_of::<side::Slot>(),
     ];
     assert_eq!(c, rust, "kernels.h and mirror.rs disagree");
 }

@@ -153,8 +153,7 @@ typedef struct {
     ms_u32 words, wwords;
     ms_u32 table_bits, ticket_bits;
     ms_u32 chains;
-    /* The host table's epoch. */
-    ms_u32 epoch;
+    ms_u32 pad;
 } ms_side;
 
 /* Counters a launch sequence shares, in device memory. */
@@ -309,7 +308,8 @@ MS_FN void ms_sync_side(const ms_side *s, ms_u32 g) {
     }
     g -= s->n_fronts;
     if (g < s->n_entries) {
-        /* A new key: its counts are zero since the entry was empty. */
+        /* A new key: its counts are zero since the entry was empty. The host table is read
+         * only here, entry by entry. */
         ms_u32 e = s->entries[g];
         s->table[e].key = s->h_table[e].key;
         return;
@@ -365,10 +365,11 @@ MS_FN void ms_sync_item(const ms_args *a, ms_u32 g) {
     a->b.ctl->done = 0;
 }
 
-/* ---- ms_table_init: a rebuilt mirror's table, from the host's, all counts zero ---- */
+/* ---- ms_table_init: a rebuilt copy's table, empty (the sync then writes every key the host
+ * has, from its list of entries) ---- */
 
 MS_FN void ms_table_init_item(const ms_side *s, ms_u32 e) {
-    s->table[e].key = s->h_table[e].epoch == s->epoch ? s->h_table[e].key : MS_EMPTY;
+    s->table[e].key = MS_EMPTY;
     s->table[e].posted = 0;
     s->table[e].consumed = 0;
 }

@@ -46,7 +46,7 @@ pub struct MsSide {
     pub table_bits: u32,
     pub ticket_bits: u32,
     pub chains: u32,
-    pub epoch: u32,
+    pub pad: u32,
 }
 
 /// kernels.h's `ms_burst`.
@@ -338,7 +338,8 @@ impl Mirror {
             wdirty: c.wdirty.addr(),
             n_dirty: count(c.dirty.len()),
             n_fronts: count(c.fronts.len()),
-            n_entries: count(c.entries.len()),
+            // A rebuilt copy's table starts empty: every entry the host has is in the list.
+            n_entries: c.entries.len() as u32,
             n_wdirty: count(c.wdirty.len()),
             from: from as u32,
             to: side.end as u32,
@@ -349,7 +350,7 @@ impl Mirror {
             table_bits: side.bits,
             ticket_bits: m.ticket_bits,
             chains: side.chains() as u32,
-            epoch: side.epoch,
+            pad: 0,
         }
     }
 

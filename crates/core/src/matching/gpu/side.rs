@@ -32,7 +32,7 @@ pub(super) struct Entry {
     pub posted: u32,
     /// The table's epoch the entry was made in: entries of older epochs are empty, so a
     /// rebuild of the same size clears the table by counting on.
-    pub epoch: u32,
+    epoch: u32,
 }
 
 const UNUSED: Entry = Entry {
@@ -79,7 +79,8 @@ pub(super) struct Changes {
     pub dirty: List<u32>,
     /// Table entries whose front receive the host removed, once per removal.
     pub fronts: List<u32>,
-    /// Table entries the host made.
+    /// Table entries the host made (since its last sync, or all of them since the table was
+    /// last rebuilt: a rebuilt copy starts from an empty table).
     pub entries: List<u32>,
     /// Wildcard live words below `wfrom` that the host rewrote.
     pub wdirty: List<u32>,
@@ -153,7 +154,7 @@ pub(super) struct Side {
     /// Table entries in use, those whose chain ran empty included.
     entries: usize,
     /// Entries of this epoch are the table's; others are empty.
-    pub epoch: u32,
+    epoch: u32,
     /// Slots below this are chained.
     chained: usize,
     /// The wildcard log: slots of wildcard receives in posting order, their keys, live bits.
@@ -294,6 +295,7 @@ impl Side {
 
     /// The table (of `bits`) rebuilt from the live slots.
     fn relink(&mut self) {
+        self.changes.rebuild();
         if self.table.len() == 1 << self.bits {
             if self.epoch == u32::MAX {
                 self.table.fill(UNUSED);
@@ -319,7 +321,6 @@ impl Side {
             }
         }
         self.chained = self.end;
-        self.changes.rebuild();
     }
 
     /// Chains the slots posted since the last search (a post only appends: the chains, their
@@ -356,7 +357,7 @@ impl Side {
                 ..UNUSED
             };
             self.entries += 1;
-            if self.chains && self.changes.noting() {
+            if self.chains && self.changes.tracked {
                 self.changes.entries.push(&mut self.memory, e);
             }
         }

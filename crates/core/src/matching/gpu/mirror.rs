@@ -91,7 +91,7 @@ pub const PENDING: u32 = 0xffff_fffe;
 /// kernels.h's `ms_entry`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct DevEntry {
+pub(super) struct DevEntry {
     key: u64,
     posted: u32,
     consumed: u32,
@@ -100,7 +100,7 @@ struct DevEntry {
 /// kernels.h's `ms_ticket`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Ticket {
+pub(super) struct Ticket {
     tag: u64,
     slot: u32,
     pad: u32,

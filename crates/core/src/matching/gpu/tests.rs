@@ -217,7 +217,7 @@ proptest! {
 
 #[test]
 fn argument_structs_match_kernels_h() {
-    use mirror::{MsArgs, MsBurst, MsSide};
+    use mirror::{DevEntry, MsArgs, MsBurst, MsSide, Ticket};
     use std::mem::{offset_of, size_of};
     let c = host::layout();
     let rust = [
@@ -228,8 +228,8 @@ fn argument_structs_match_kernels_h() {
         offset_of!(MsSide, n_dirty),
         offset_of!(MsBurst, count),
         size_of::<side::Entry>(),
-        16,
-        16,
+        size_of::<DevEntry>(),
+        size_of::<Ticket>(),
         offset_of!(MsSide, chains),
     ];
     assert_eq!(c, rust, "kernels.h and mirror.rs disagree");

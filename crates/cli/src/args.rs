@@ -59,9 +59,13 @@ pub enum Command {
     Man { dir: PathBuf },
     /// Prints the CUDA driver, devices and NVRTC the gpu engine finds
     Gpu {
-        /// Writes the kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
+        /// Writes the kernels compiled to PTX into DIR (needs NVRTC): for the first
+        /// architecture of each generation from sm_70 that NVRTC supports, or for --arch
         #[arg(long, value_name = "DIR")]
         ptx: Option<PathBuf>,
+        /// An architecture to compile for with --ptx, as 90 for sm_90 (repeatable)
+        #[arg(long, value_name = "N", requires = "ptx")]
+        arch: Vec<i32>,
     },
 }
 

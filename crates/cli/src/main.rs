@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
-        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
+        Command::Gpu { ptx, arch } => gpu::run(ptx.as_deref(), &arch),
         Command::Completions { shell } => {
             let mut cli = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cli, "matchshim", &mut std::io::stdout());

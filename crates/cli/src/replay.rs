@@ -96,6 +96,7 @@ fn rank_report(kind: EngineKind, rank: usize, world: usize, replays: &[Replay]) 
         takeover: "always".to_string(),
         comms: Vec::new(),
         gpu: None,
+        bursts: Default::default(),
     }
 }
 

@@ -333,6 +333,7 @@ pub mod tests {
             takeover: "auto".to_string(),
             comms: Vec::new(),
             gpu: None,
+            bursts: Default::default(),
         }
         .to_line()
     }

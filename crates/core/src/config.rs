@@ -1,5 +1,6 @@
 //! Settings read once from the environment at `MPI_Init`.
 
+use crate::matching::gpu::Launch;
 use crate::matching::{EngineKind, EngineParams, Simd};
 use std::path::PathBuf;
 
@@ -93,6 +94,10 @@ pub const KNOWN: &[&str] = &[
     "MATCHSHIM_TAKEOVER",
     "MATCHSHIM_TAKEOVER_DEPTH",
     "MATCHSHIM_TRACE",
+    "MATCHSHIM_GPU_BURST",
+    "MATCHSHIM_GPU_SCAN",
+    "MATCHSHIM_GPU_LAUNCH",
+    "MATCHSHIM_NVRTC",
 ];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
@@ -188,6 +193,24 @@ impl Config {
                 }
                 "MATCHSHIM_TAKEOVER_DEPTH" => {
                     config.takeover_depth = positive(&name, &value)?.min(1 << 20) as u32;
+                }
+                "MATCHSHIM_GPU_BURST" => {
+                    config.params.gpu.burst = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
+                "MATCHSHIM_GPU_SCAN" => {
+                    config.params.gpu.scan = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
+                "MATCHSHIM_GPU_LAUNCH" => {
+                    config.params.gpu.launch = [Launch::Stream, Launch::Graph]
+                        .into_iter()
+                        .find(|launch| launch.name() == value)
+                        .ok_or_else(|| bad_value(&name, &value, "stream, graph"))?;
+                }
+                // Read where NVRTC is loaded; a file name that is not there is reported then.
+                "MATCHSHIM_NVRTC" => {
+                    path(&name, value, "the path of a libnvrtc.so")?;
                 }
                 "MATCHSHIM_COLL" => {
                     config.coll = CollMode::ALL
@@ -328,6 +351,31 @@ mod tests {
         }
         let err = read("avx1024").unwrap_err();
         assert!(err.contains("MATCHSHIM_SIMD") && err.contains("auto") && err.contains("portable"));
+    }
+
+    #[test]
+    fn gpu_thresholds_and_launches_are_read_and_checked() {
+        let config = Config::from_vars(vars(&[
+            ("MATCHSHIM_GPU_BURST", "512"),
+            ("MATCHSHIM_GPU_SCAN", "100000"),
+            ("MATCHSHIM_GPU_LAUNCH", "graph"),
+            ("MATCHSHIM_NVRTC", "/opt/libnvrtc.so.13"),
+        ]))
+        .unwrap();
+        let gpu = config.params.gpu;
+        assert_eq!(
+            (gpu.burst, gpu.scan, gpu.launch),
+            (512, 100000, Launch::Graph)
+        );
+        for (name, value, accepted) in [
+            ("MATCHSHIM_GPU_BURST", "0", "positive integer"),
+            ("MATCHSHIM_GPU_SCAN", "x", "positive integer"),
+            ("MATCHSHIM_GPU_LAUNCH", "persistent", "stream, graph"),
+            ("MATCHSHIM_NVRTC", "", "libnvrtc"),
+        ] {
+            let err = Config::from_vars(vars(&[(name, value)])).unwrap_err();
+            assert!(err.contains(name) && err.contains(accepted), "{err}");
+        }
     }
 
     #[test]

@@ -93,6 +93,37 @@ pub struct CommReport {
     pub assertions: Vec<String>,
 }
 
+/// Messages the shim drained out of MPI and handed to its engines together, one burst per
+/// drain that found any.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Bursts {
+    pub count: u64,
+    pub messages: u64,
+    /// Messages per burst.
+    pub mean: f64,
+    pub largest: u64,
+}
+
+impl Bursts {
+    pub fn record(&mut self, messages: usize) {
+        self.count += 1;
+        self.messages += messages as u64;
+        self.largest = self.largest.max(messages as u64);
+        self.mean = self.messages as f64 / self.count as f64;
+    }
+
+    pub fn add(&mut self, other: &Bursts) {
+        self.count += other.count;
+        self.messages += other.messages;
+        self.largest = self.largest.max(other.largest);
+        self.mean = if self.count == 0 {
+            0.0
+        } else {
+            self.messages as f64 / self.count as f64
+        };
+    }
+}
+
 /// Where the `gpu` engine matched on one rank.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Offload {
@@ -101,6 +132,9 @@ pub struct Offload {
     /// The device, or why there is none.
     pub detail: String,
     pub kernel_launches: u64,
+    /// Bursts the kernels matched (on the device, or in their host build where there is none).
+    #[serde(default)]
+    pub kernel_bursts: u64,
 }
 
 /// One rank's report. Fields a reader does not know are ignored, so later versions may add some.
@@ -137,6 +171,9 @@ pub struct RankReport {
     /// The `gpu` engine's path; absent for the other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Offload>,
+    /// Arrivals drained out of MPI and matched as bursts while the shim matched.
+    #[serde(default)]
+    pub bursts: Bursts,
 }
 
 impl RankReport {
@@ -496,6 +533,12 @@ mod tests {
                 assertions: vec!["mpi_assert_no_any_source".to_string()],
             }],
             gpu: None,
+            bursts: Bursts {
+                count: 2,
+                messages: 5,
+                mean: 2.5,
+                largest: 4,
+            },
         }
     }
 
@@ -606,6 +649,7 @@ mod tests {
         let mut value: serde_json::Value = serde_json::from_str(&sample().to_line()).unwrap();
         let object = value.as_object_mut().unwrap();
         object.remove("collectives");
+        object.remove("bursts");
         assert!(
             object.get("gpu").is_none(),
             "absent unless the engine is gpu"
@@ -613,6 +657,7 @@ mod tests {
         object.insert("added_later".into(), serde_json::json!({"x": 1}));
         let back = parse_lines(&value.to_string(), Path::new("r")).unwrap();
         assert!(back[0].collectives.is_empty() && back[0].gpu.is_none());
+        assert_eq!(back[0].bursts, Bursts::default());
         assert_eq!(back[0].engine, "col+pnp");
     }
 
@@ -623,6 +668,7 @@ mod tests {
                 path: "cpu".to_string(),
                 detail: "no CUDA driver".to_string(),
                 kernel_launches: 0,
+                kernel_bursts: 3,
             }),
             ..sample()
         };

@@ -8,9 +8,10 @@ use crate::config::{Config, Takeover as Policy};
 use crate::ffi::{MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
 use crate::matching::{
     build_engine, Assertions, Class, EngineKind, EngineParams, EngineStats, Envelope, ListEngine,
-    MatchEngine, Pattern,
+    MatchEngine, MsgId, Pattern, RecvId,
 };
 use crate::mpi::{self, abi};
+use crate::report::Bursts;
 use parking_lot::Mutex;
 use slab::Slab;
 use std::os::raw::c_int;
@@ -141,7 +142,16 @@ pub struct Queues {
     posted_order: Order,
     arrived_order: Order,
     signals: Signals,
+    /// The messages of the drain under way, each already in `arrived` under its id, and what
+    /// the engine matched them to (kept between drains so that a drain allocates nothing).
+    burst: Vec<(Envelope, MsgId)>,
+    burst_matched: Vec<Option<RecvId>>,
+    bursts: Bursts,
 }
+
+/// A drain hands its messages to the engine at least this often: the MPI message handles it
+/// holds stay bounded while a sender keeps the queue full.
+const MAX_BURST: usize = 1 << 16;
 
 // SAFETY: handles are plain values; the queues are used under their communicator's lock.
 unsafe impl Send for Queues {}
@@ -217,6 +227,9 @@ impl Comm {
                 posted_order: Order::default(),
                 arrived_order: Order::default(),
                 signals: Signals::default(),
+                burst: Vec::new(),
+                burst_matched: Vec::new(),
+                bursts: Bursts::default(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -262,6 +275,11 @@ impl Comm {
             queues.engine.queued(),
             assertions,
         )
+    }
+
+    /// The bursts drained into the engine so far.
+    pub fn bursts(&self) -> Bursts {
+        self.queues.lock().bursts
     }
 
     /// The user frees the communicator (before MPI does): its waiting receives go to MPI,
@@ -323,7 +341,8 @@ impl Comm {
 
 impl Queues {
     /// Pulls every message MPI holds for the communicator into the engine, while the shim
-    /// matches for it.
+    /// matches for it: matched probes until none is left, then all of them to the engine as
+    /// one burst, in the order they came out of MPI.
     pub fn drain(&mut self, comm: &'static Comm, rt: &Runtime) {
         if comm.takeover.mode() != Mode::Takeover {
             return;
@@ -334,8 +353,10 @@ impl Queues {
         if comm.side.get().is_some_and(Side::in_use) {
             self.drain_channel(comm, rt, Channel::Side);
         }
+        self.match_burst(comm, rt);
     }
 
+    /// Takes MPI's unexpected messages of one channel into `arrived` and the burst.
     fn drain_channel(&mut self, comm: &'static Comm, rt: &Runtime, channel: Channel) {
         while let Some((message, status)) = mpi::improbe_any(comm.channel(channel)) {
             let class = match channel {
@@ -347,19 +368,48 @@ impl Queues {
                 tag: status.MPI_TAG,
                 class,
             };
-            let key = self.arrived.vacant_key();
-            let start = rt.clock.ticks();
-            let matched = self.engine.arrive(env, key as u64);
-            self.match_ticks[class.is_collective() as usize] += rt.clock.ticks() - start;
-            let Some(recv) = matched else {
-                let seq = self.arrived_order.push();
-                self.arrived.insert(Arrived {
-                    message,
-                    status,
-                    seq,
-                });
+            // Its place in arrival order is given once it stays unexpected.
+            let key = self.arrived.insert(Arrived {
+                message,
+                status,
+                seq: 0,
+            });
+            self.burst.push((env, key as MsgId));
+            if self.burst.len() == MAX_BURST {
+                self.match_burst(comm, rt);
+            }
+        }
+    }
+
+    /// The drained messages to the engine as one burst; each either goes to the receive it
+    /// matched or stays in `arrived` as unexpected, in arrival order.
+    fn match_burst(&mut self, comm: &'static Comm, rt: &Runtime) {
+        if self.burst.is_empty() {
+            return;
+        }
+        let burst = std::mem::take(&mut self.burst);
+        let mut matched = std::mem::take(&mut self.burst_matched);
+        matched.clear();
+        let start = rt.clock.ticks();
+        self.engine.arrive_burst(&burst, &mut matched);
+        let ticks = rt.clock.ticks() - start;
+        // A mixed burst's time is shared by its messages of each traffic type.
+        let collective = burst
+            .iter()
+            .filter(|(env, _)| env.class.is_collective())
+            .count();
+        let collective_ticks = ticks * collective as u64 / burst.len() as u64;
+        self.match_ticks[1] += collective_ticks;
+        self.match_ticks[0] += ticks - collective_ticks;
+        self.bursts.record(burst.len());
+        for (&(_, key), &found) in burst.iter().zip(&matched) {
+            let Some(recv) = found else {
+                self.arrived[key as usize].seq = self.arrived_order.push();
                 continue;
             };
+            let Arrived {
+                message, status, ..
+            } = self.arrived.remove(key as usize);
             let waiter = &mut self.posted[recv as usize];
             let depth = self.posted_order.remove(waiter.seq);
             self.signals.observe(depth);
@@ -372,6 +422,9 @@ impl Queues {
             };
             self.deliver(comm, rt, op, message, &status);
         }
+        self.burst = burst;
+        self.burst.clear();
+        self.burst_matched = matched;
     }
 
     /// `post` with the arrivals still inside MPI: a message queued here is older than any of

@@ -6,7 +6,7 @@ use crate::config::{CollMode, Verbosity};
 use crate::ffi::BUILT_FOR;
 use crate::matching::{EngineKind, EngineStats};
 use crate::mpi::{self, abi};
-use crate::report::{CommReport, RankReport, Tally, Traffic, VERSION};
+use crate::report::{Bursts, CommReport, RankReport, Tally, Traffic, VERSION};
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -19,6 +19,7 @@ pub struct Totals {
     pub posted_left: u64,
     pub unexpected_left: u64,
     pub comms: Vec<CommReport>,
+    pub bursts: Bursts,
 }
 
 impl Totals {
@@ -28,6 +29,7 @@ impl Totals {
         self.match_ticks[0] += match_ticks[0];
         self.match_ticks[1] += match_ticks[1];
         self.communicators += 1;
+        self.bursts.add(&comm.bursts());
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
         let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(rt.clock.elapsed_ns());
@@ -77,6 +79,7 @@ impl Totals {
             takeover: rt.config.takeover.to_string(),
             comms,
             gpu: (rt.config.engine == EngineKind::Gpu).then(crate::matching::gpu::offload),
+            bursts: self.bursts,
         };
         for client in rt.clients() {
             client.report(&mut report);

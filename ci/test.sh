@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: the unit, property and model tests of the engines and the command's tests; the
-# shim built for MPICH and Open MPI, installed into a prefix and run from there; errors as a
+# exported symbols against the list of intercepted calls; the shim built for MPICH and Open MPI, installed into a prefix and run from there; errors as a
 # user sees them; the ld-preload programs (C and Fortran) natively and under the shim with
 # every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
@@ -15,6 +15,8 @@ cd "$(repo_root)"
 build_shim mpich
 build_shim openmpi
 cargo test --release
+# The exported symbols of both shims are those crates/shim/calls.list lists.
+ci/calls-test.sh --mpi all
 # The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
 ci/gpu-ptx.sh
 # The installed command and both shims, with the source tree out of reach.

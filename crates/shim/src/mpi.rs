@@ -1,14 +1,27 @@
-//! Every call the runtime and the collectives make into MPI, typed: handles stay MPI's own,
-//! results come back as `Result`s, statuses as values. Only this module (and the exported
-//! entry points, when they pass a call through) calls `PMPI_*`.
+//! The I/O layer: every call the shim makes into MPI, typed. Handles stay MPI's own, results
+//! come back as `Result`s, statuses as values. Only this module calls `PMPI_*`; [`next`] holds
+//! each exported call as MPI makes it (generated from `calls.list`), for the entry points that
+//! pass a call through.
 //!
 //! Error codes are MPI's: `Err(code)` is a code an MPI call returned.
 
 use crate::ffi::*;
+use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_void};
 
-pub use crate::ffi::{abi, Count, HandleKey};
+pub use crate::ffi::{
+    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+    MPI_Request, MPI_Status, BUILT_FOR,
+};
+
+/// Each exported call as MPI makes it.
+#[allow(non_snake_case)]
+pub mod next {
+    use crate::ffi::*;
+    use std::os::raw::{c_char, c_int, c_void};
+    include!(concat!(env!("OUT_DIR"), "/next.rs"));
+}
 
 pub type Code = c_int;
 
@@ -761,6 +774,12 @@ pub fn first_rank_where(mine: bool) -> c_int {
     first
 }
 
+/// `MPI_Finalize`, when nothing of the shim's is pending (a run stopped at `MPI_Init`).
+pub fn finalize() {
+    // SAFETY: plain call.
+    unsafe { PMPI_Finalize() };
+}
+
 pub fn barrier_world() {
     // SAFETY: plain call.
     unsafe { PMPI_Barrier(abi().comm_world) };
@@ -924,4 +943,127 @@ pub mod user {
     ) -> c_int {
         PMPI_Testsome(count, requests, outcount, indices, statuses)
     }
+}
+
+// ---- Fortran -----------------------------------------------------------------------------
+
+/// Handles and statuses between MPI's Fortran and C bindings.
+pub mod fortran {
+    use crate::ffi::*;
+
+    macro_rules! convert {
+        ($(#[$meta:meta])* $name:ident($from:ty) -> $to:ty = $ms:ident) => {
+            $(#[$meta])*
+            #[inline]
+            pub fn $name(handle: $from) -> $to {
+                // SAFETY: MPI's conversion, defined for any value.
+                unsafe { $ms(handle) }
+            }
+        };
+    }
+    convert!(comm_f2c(Fint) -> MPI_Comm = ms_comm_f2c);
+    convert!(comm_c2f(MPI_Comm) -> Fint = ms_comm_c2f);
+    convert!(group_f2c(Fint) -> MPI_Group = ms_group_f2c);
+    convert!(info_f2c(Fint) -> MPI_Info = ms_info_f2c);
+    convert!(request_f2c(Fint) -> MPI_Request = ms_request_f2c);
+    convert!(request_c2f(MPI_Request) -> Fint = ms_request_c2f);
+    convert!(message_c2f(MPI_Message) -> Fint = ms_message_c2f);
+    convert!(#[cfg(openmpi)] type_f2c(Fint) -> MPI_Datatype = ms_type_f2c);
+    convert!(#[cfg(openmpi)] op_f2c(Fint) -> MPI_Op = ms_op_f2c);
+
+    /// # Safety
+    /// `f` is a Fortran status (`MPI_STATUS_SIZE` integers).
+    #[cfg(openmpi)]
+    pub unsafe fn status_f2c(f: *const Fint, c: &mut MPI_Status) {
+        // SAFETY: as the caller promises.
+        unsafe { PMPI_Status_f2c(f, c) };
+    }
+
+    /// # Safety
+    /// As for [`status_f2c`].
+    #[cfg(openmpi)]
+    pub unsafe fn status_c2f(c: &MPI_Status, f: *mut Fint) {
+        // SAFETY: as the caller promises.
+        unsafe { PMPI_Status_c2f(c, f) };
+    }
+}
+
+/// Where symbol `name` is in this process, if anywhere.
+pub fn symbol(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!at.is_null()).then_some(at)
+}
+
+/// C's `MPI_UNWEIGHTED`.
+#[cfg(openmpi)]
+pub fn unweighted() -> *const c_int {
+    // SAFETY: returns MPI's constant.
+    unsafe { ms_unweighted() }
+}
+
+/// C's `MPI_WEIGHTS_EMPTY`.
+#[cfg(openmpi)]
+pub fn weights_empty() -> *const c_int {
+    // SAFETY: returns MPI's constant.
+    unsafe { ms_weights_empty() }
+}
+
+/// The MPI library's own Fortran entry point `name`, the one the shim's stands before.
+fn fortran_own(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// MPI's own Fortran `MPI_INIT` named `name` (which also sets up MPI's Fortran side), or its
+/// C form where there is none.
+///
+/// # Safety
+/// Called as `MPI_INIT` is.
+pub unsafe fn fortran_init(name: &CStr) -> c_int {
+    let own = fortran_own(name);
+    let mut code = abi().success;
+    if own.is_null() {
+        // SAFETY: MPI_Init without arguments, as the standard allows.
+        code = unsafe { PMPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
+    } else {
+        // SAFETY: MPI's Fortran MPI_INIT takes the error code's address.
+        unsafe {
+            let own: unsafe extern "C" fn(*mut Fint) = std::mem::transmute(own);
+            own(&mut code);
+        }
+    }
+    code
+}
+
+/// MPI's own Fortran `MPI_INIT_THREAD` named `name`, or its C form where there is none.
+///
+/// # Safety
+/// `required` and `provided` are the Fortran caller's.
+pub unsafe fn fortran_init_thread(
+    name: &CStr,
+    required: *const Fint,
+    provided: *mut Fint,
+) -> c_int {
+    let own = fortran_own(name);
+    let mut code = abi().success;
+    if own.is_null() {
+        // SAFETY: the caller's `required` and `provided`.
+        code = unsafe {
+            PMPI_Init_thread(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                *required,
+                provided,
+            )
+        };
+    } else {
+        // SAFETY: MPI's Fortran MPI_INIT_THREAD takes REQUIRED, PROVIDED and the error code.
+        unsafe {
+            let own: unsafe extern "C" fn(*const Fint, *mut Fint, *mut Fint) =
+                std::mem::transmute(own);
+            own(required, provided, &mut code);
+        }
+    }
+    code
 }

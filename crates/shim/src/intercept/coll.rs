@@ -1,125 +1,810 @@
-//! Blocking and nonblocking collectives. On intra-communicators the shim runs them itself
-//! (`crate::coll`); with `MATCHSHIM_COLL=native` and on inter-communicators they go to MPI,
-//! blocking ones always as their nonblocking forms waited for with the shim's progress (see
-//! `nonblocking_then_wait`): a receive waiting for the shim may be what a peer needs before it
-//! can join, and MPI never matches a blocking collective with a nonblocking one, so the choice
-//! cannot depend on this rank's state. Those run on the communicator's private duplicate where
-//! it has one, so that, as in MPI, they never meet the program's nonblocking collectives.
+//! Collective handlers. On intra-communicators the shim runs them itself (`crate::coll`); with
+//! `MATCHSHIM_COLL=native` and on inter-communicators they go to MPI, blocking ones always as
+//! their nonblocking forms waited for with the shim's progress (see `nonblocking_then_wait`):
+//! a receive waiting for the shim may be what a peer needs before it can join, and MPI never
+//! matches a blocking collective with a nonblocking one, so the choice cannot depend on this
+//! rank's state. Those run on the communicator's private duplicate where it has one, so that,
+//! as in MPI, they never meet the program's nonblocking collectives.
 
-use super::{intercept, nonblocking_then_wait};
-use crate::coll::{self, Kind, COLLECTIVES};
-use crate::ffi::*;
-use crate::mpi::HandleKey;
+use super::{nonblocking_then_wait, Native};
+use crate::coll::{self, schedule::Builder, Kind, COLLECTIVES};
+use crate::mpi::{abi, Code, HandleKey, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::runtime::{Error, Runtime};
 use std::os::raw::{c_int, c_void};
 
-/// Defines the blocking and the nonblocking entry point of one collective; `$build` adds the
-/// algorithm to the schedule builder `$b`.
-macro_rules! collective {
-    ($name:ident, $pmpi:ident, $iname:ident, $ipmpi:ident, $kind:ident,
-     ($($arg:ident : $ty:ty),* $(,)?), $comm:ident, |$b:ident| $build:expr) => {
-        intercept!(fn $name($($arg: $ty),*) via $pmpi, |rt| {
-            match COLLECTIVES.comm(rt, $comm)? {
-                Some(state) => {
-                    COLLECTIVES.run(rt, &state, Kind::$kind, std::ptr::null_mut(), |$b| $build)
-                }
-                None => {
-                    let user_comm = $comm;
-                    let $comm = COLLECTIVES.blocking_native_comm(rt, $comm);
-                    let code = nonblocking_then_wait(rt, |r| $ipmpi($($arg),*, r))?;
-                    if code != abi().success && $comm.key() != user_comm.key() {
-                        Err(rt.raise(user_comm, code))
-                    } else {
-                        Ok(code)
-                    }
-                }
-            }
-        });
-
-        intercept!(fn $iname($($arg: $ty),*, request: *mut MPI_Request) via $ipmpi, |rt| {
-            match COLLECTIVES.comm(rt, $comm)? {
-                Some(state) => COLLECTIVES.run(rt, &state, Kind::$kind, request, |$b| $build),
-                None => Ok($ipmpi($($arg),*, request)),
-            }
-        });
-    };
-}
-
+type Result = std::result::Result<Code, Error>;
 type Buf = *const c_void;
 type BufMut = *mut c_void;
 type Counts = *const c_int;
 type Type = MPI_Datatype;
 
-/// `Reduce_scatter_block`'s counts, all equal.
-fn equal_counts(n: c_int, count: c_int) -> Vec<c_int> {
-    vec![count; n.max(0) as usize]
+/// A blocking collective: the shim's schedule, or MPI's nonblocking form (`native`) waited for.
+fn blocking(
+    rt: &'static Runtime,
+    comm: MPI_Comm,
+    kind: Kind,
+    native: impl Native,
+    build: impl FnOnce(&mut Builder) -> std::result::Result<(), c_int>,
+) -> Result {
+    match COLLECTIVES.comm(rt, comm)? {
+        // SAFETY: the buffers `build` names are the caller's, valid until the call returns.
+        Some(state) => unsafe { COLLECTIVES.run(rt, state, kind, std::ptr::null_mut(), build) },
+        None => {
+            let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
+            let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
+            if code != abi().success && native_comm.key() != comm.key() {
+                Err(rt.raise(comm, code))
+            } else {
+                Ok(code)
+            }
+        }
+    }
 }
 
-collective!(MPI_Barrier, PMPI_Barrier, MPI_Ibarrier, PMPI_Ibarrier, Barrier,
-    (comm: MPI_Comm), comm, |b| coll::barrier(b));
-collective!(MPI_Bcast, PMPI_Bcast, MPI_Ibcast, PMPI_Ibcast, Bcast,
-    (buffer: BufMut, count: c_int, datatype: Type, root: c_int, comm: MPI_Comm), comm,
-    |b| coll::bcast(b, buffer, count, datatype, root));
-collective!(MPI_Reduce, PMPI_Reduce, MPI_Ireduce, PMPI_Ireduce, Reduce,
-    (sendbuf: Buf, recvbuf: BufMut, count: c_int, datatype: Type, op: MPI_Op, root: c_int,
-     comm: MPI_Comm), comm,
-    |b| coll::reduce(b, sendbuf, recvbuf, count, datatype, op, root));
-collective!(MPI_Allreduce, PMPI_Allreduce, MPI_Iallreduce, PMPI_Iallreduce, Allreduce,
-    (sendbuf: Buf, recvbuf: BufMut, count: c_int, datatype: Type, op: MPI_Op, comm: MPI_Comm), comm,
-    |b| coll::allreduce(b, sendbuf, recvbuf, count, datatype, op));
-collective!(MPI_Gather, PMPI_Gather, MPI_Igather, PMPI_Igather, Gather,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcount: c_int,
-     recvtype: Type, root: c_int, comm: MPI_Comm), comm,
-    |b| coll::gather(b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root));
-collective!(MPI_Gatherv, PMPI_Gatherv, MPI_Igatherv, PMPI_Igatherv, Gatherv,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcounts: Counts,
-     displs: Counts, recvtype: Type, root: c_int, comm: MPI_Comm), comm,
-    |b| coll::gatherv(b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root));
-collective!(MPI_Scatter, PMPI_Scatter, MPI_Iscatter, PMPI_Iscatter, Scatter,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcount: c_int,
-     recvtype: Type, root: c_int, comm: MPI_Comm), comm,
-    |b| coll::scatter(b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root));
-collective!(MPI_Scatterv, PMPI_Scatterv, MPI_Iscatterv, PMPI_Iscatterv, Scatterv,
-    (sendbuf: Buf, sendcounts: Counts, displs: Counts, sendtype: Type, recvbuf: BufMut,
-     recvcount: c_int, recvtype: Type, root: c_int, comm: MPI_Comm), comm,
-    |b| coll::scatterv(b, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root));
-collective!(MPI_Allgather, PMPI_Allgather, MPI_Iallgather, PMPI_Iallgather, Allgather,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcount: c_int,
-     recvtype: Type, comm: MPI_Comm), comm,
-    |b| coll::allgather(b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype));
-collective!(MPI_Allgatherv, PMPI_Allgatherv, MPI_Iallgatherv, PMPI_Iallgatherv, Allgatherv,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcounts: Counts,
-     displs: Counts, recvtype: Type, comm: MPI_Comm), comm,
-    |b| coll::allgatherv(b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype));
-collective!(MPI_Alltoall, PMPI_Alltoall, MPI_Ialltoall, PMPI_Ialltoall, Alltoall,
-    (sendbuf: Buf, sendcount: c_int, sendtype: Type, recvbuf: BufMut, recvcount: c_int,
-     recvtype: Type, comm: MPI_Comm), comm,
-    |b| coll::alltoall(b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype));
-collective!(MPI_Alltoallv, PMPI_Alltoallv, MPI_Ialltoallv, PMPI_Ialltoallv, Alltoallv,
-    (sendbuf: Buf, sendcounts: Counts, sdispls: Counts, sendtype: Type, recvbuf: BufMut,
-     recvcounts: Counts, rdispls: Counts, recvtype: Type, comm: MPI_Comm), comm,
-    |b| coll::alltoallv(b, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype));
-collective!(MPI_Alltoallw, PMPI_Alltoallw, MPI_Ialltoallw, PMPI_Ialltoallw, Alltoallw,
-    (sendbuf: Buf, sendcounts: Counts, sdispls: Counts, sendtypes: *const Type,
-     recvbuf: BufMut, recvcounts: Counts, rdispls: Counts, recvtypes: *const Type,
-     comm: MPI_Comm), comm,
-    |b| coll::alltoallw(b, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes));
-collective!(MPI_Reduce_scatter, PMPI_Reduce_scatter, MPI_Ireduce_scatter, PMPI_Ireduce_scatter,
-ReduceScatter,
-(sendbuf: Buf, recvbuf: BufMut, recvcounts: Counts, datatype: Type, op: MPI_Op,
- comm: MPI_Comm), comm,
-|b| {
-    let n = b.size;
-    let counts = if recvcounts.is_null() { Vec::new() } else { std::slice::from_raw_parts(recvcounts, n as usize).to_vec() };
-    coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
-});
-collective!(MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block,
-    PMPI_Ireduce_scatter_block, ReduceScatterBlock,
-    (sendbuf: Buf, recvbuf: BufMut, recvcount: c_int, datatype: Type, op: MPI_Op,
-     comm: MPI_Comm), comm,
-    |b| { let counts = equal_counts(b.size, recvcount); coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op) });
-collective!(MPI_Scan, PMPI_Scan, MPI_Iscan, PMPI_Iscan, Scan,
-    (sendbuf: Buf, recvbuf: BufMut, count: c_int, datatype: Type, op: MPI_Op, comm: MPI_Comm), comm,
-    |b| coll::scan(b, sendbuf, recvbuf, count, datatype, op, false));
-collective!(MPI_Exscan, PMPI_Exscan, MPI_Iexscan, PMPI_Iexscan, Exscan,
-    (sendbuf: Buf, recvbuf: BufMut, count: c_int, datatype: Type, op: MPI_Op, comm: MPI_Comm), comm,
-    |b| coll::scan(b, sendbuf, recvbuf, count, datatype, op, true));
+/// A nonblocking collective: the shim's schedule behind a generalized request, or MPI's own.
+///
+/// # Safety
+/// The buffers `build` names stay valid until the request completes; `request` is the caller's.
+unsafe fn nonblocking(
+    rt: &'static Runtime,
+    comm: MPI_Comm,
+    kind: Kind,
+    request: *mut MPI_Request,
+    native: impl Native,
+    build: impl FnOnce(&mut Builder) -> std::result::Result<(), c_int>,
+) -> Result {
+    match COLLECTIVES.comm(rt, comm)? {
+        // SAFETY: as the caller promises.
+        Some(state) => unsafe { COLLECTIVES.run(rt, state, kind, request, build) },
+        None => Ok(native(comm, request)),
+    }
+}
+
+/// A count per rank, from the caller's array (empty if there is none).
+///
+/// # Safety
+/// `counts` is null or holds `n` ints.
+unsafe fn per_rank(counts: Counts, n: c_int) -> Vec<c_int> {
+    if counts.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: as the caller promises.
+    unsafe { std::slice::from_raw_parts(counts, n.max(0) as usize) }.to_vec()
+}
+
+pub unsafe fn barrier(rt: &'static Runtime, comm: MPI_Comm, native: impl Native) -> Result {
+    blocking(rt, comm, Kind::Barrier, native, coll::barrier)
+}
+
+pub unsafe fn ibarrier(
+    rt: &'static Runtime,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    // SAFETY: the caller's request.
+    unsafe { nonblocking(rt, comm, Kind::Barrier, request, native, coll::barrier) }
+}
+
+pub unsafe fn bcast(
+    rt: &'static Runtime,
+    buffer: BufMut,
+    count: c_int,
+    datatype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Bcast, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe { coll::bcast(b, buffer, count, datatype, root) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ibcast(
+    rt: &'static Runtime,
+    buffer: BufMut,
+    count: c_int,
+    datatype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe { coll::bcast(b, buffer, count, datatype, root) }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Bcast, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn reduce(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Reduce, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe { coll::reduce(b, sendbuf, recvbuf, count, datatype, op, root) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ireduce(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe { coll::reduce(b, sendbuf, recvbuf, count, datatype, op, root) }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Reduce, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn allreduce(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Allreduce, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe { coll::allreduce(b, sendbuf, recvbuf, count, datatype, op) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iallreduce(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe { coll::allreduce(b, sendbuf, recvbuf, count, datatype, op) }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Allreduce, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn gather(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Gather, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::gather(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn igather(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::gather(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Gather, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn gatherv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    displs: Counts,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Gatherv, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::gatherv(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn igatherv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    displs: Counts,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::gatherv(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Gatherv, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn scatter(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Scatter, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::scatter(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iscatter(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::scatter(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Scatter, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn scatterv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    displs: Counts,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Scatterv, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::scatterv(
+                b, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iscatterv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    displs: Counts,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    root: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::scatterv(
+                b, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Scatterv, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn allgather(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Allgather, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::allgather(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iallgather(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::allgather(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Allgather, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn allgatherv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    displs: Counts,
+    recvtype: Type,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Allgatherv, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::allgatherv(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iallgatherv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    displs: Counts,
+    recvtype: Type,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::allgatherv(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Allgatherv, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn alltoall(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Alltoall, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::alltoall(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ialltoall(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcount: c_int,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    recvtype: Type,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::alltoall(
+                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Alltoall, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn alltoallv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    sdispls: Counts,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    rdispls: Counts,
+    recvtype: Type,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Alltoallv, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::alltoallv(
+                b, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ialltoallv(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    sdispls: Counts,
+    sendtype: Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    rdispls: Counts,
+    recvtype: Type,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::alltoallv(
+                b, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Alltoallv, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn alltoallw(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    sdispls: Counts,
+    sendtypes: *const Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    rdispls: Counts,
+    recvtypes: *const Type,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Alltoallw, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            coll::alltoallw(
+                b, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ialltoallw(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    sendcounts: Counts,
+    sdispls: Counts,
+    sendtypes: *const Type,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    rdispls: Counts,
+    recvtypes: *const Type,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            coll::alltoallw(
+                b, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+            )
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Alltoallw, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn reduce_scatter(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::ReduceScatter, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            {
+                let counts = per_rank(recvcounts, b.size);
+                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
+            }
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ireduce_scatter(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    recvcounts: Counts,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            {
+                let counts = per_rank(recvcounts, b.size);
+                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
+            }
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::ReduceScatter, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn reduce_scatter_block(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::ReduceScatterBlock, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe {
+            {
+                let counts = vec![recvcount; b.size.max(0) as usize];
+                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
+            }
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn ireduce_scatter_block(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    recvcount: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe {
+            {
+                let counts = vec![recvcount; b.size.max(0) as usize];
+                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
+            }
+        }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::ReduceScatterBlock, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn scan(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Scan, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, false) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iscan(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, false) }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Scan, request, native, build) }
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn exscan(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    native: impl Native,
+) -> Result {
+    blocking(rt, comm, Kind::Exscan, native, |b| {
+        // SAFETY: the caller's arguments, valid until the call returns.
+        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, true) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // MPI's own
+pub unsafe fn iexscan(
+    rt: &'static Runtime,
+    sendbuf: Buf,
+    recvbuf: BufMut,
+    count: c_int,
+    datatype: Type,
+    op: MPI_Op,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    native: impl Native,
+) -> Result {
+    let build = |b: &mut Builder| {
+        // SAFETY: the caller's arguments, valid until the request completes.
+        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, true) }
+    };
+    // SAFETY: as above.
+    unsafe { nonblocking(rt, comm, Kind::Exscan, request, native, build) }
+}

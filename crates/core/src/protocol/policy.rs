@@ -1,0 +1,555 @@
+//! The takeover policy: who matches a communicator's messages, MPI ("delegated") while its
+//! queues are short or the shim's engine ("takeover") while they are long. A state machine fed
+//! by counts (receives posted to MPI and seen complete, calls made) and clock values (a timed
+//! call's ticks, the time now); it makes no call of its own. Its fields are atomics, read
+//! without a lock on the plain path of every receive.
+//!
+//! With [`Policy::Auto`] the shim takes over when MPI's queues look deep: more than `2·D`
+//! receives outstanding in MPI (D: the depth from which the shim pays), or [`DEEP_IN_A_ROW`]
+//! timed calls in a row that searched deeper than D; it gives matching back when the shim's
+//! queues are empty and its searches since the takeover stayed below D/2 ([`Signals`]).
+//! `Always` never delegates; `Flip(n)` switches every n receive calls.
+
+use super::depth::Signals;
+pub use crate::config::Takeover as Policy;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Delegated = 0,
+    Takeover = 1,
+}
+
+/// MPI's search cost per queued element, both MPIs here (1.7 to 2.7 ns measured): converts a
+/// receive's extra time in MPI into the depth of the search that took it.
+pub const MPI_NS_PER_ELEMENT: u64 = 2;
+
+/// Every this many receive calls on a delegated communicator one is timed.
+pub const SAMPLE_EVERY: u32 = 16;
+
+/// One nonblocking delegated receive in this many is followed to its completion and stands
+/// for all of them in the count of receives MPI holds: following each one would cost a
+/// registry entry per receive, more than MPI's own work for a small message.
+pub const FOLLOW_EVERY: usize = 32;
+
+/// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
+/// preempted process only some calls.
+pub const DEEP_IN_A_ROW: u32 = 4;
+
+/// An episode that did not pay multiplies the outstanding-receive limit by this: a program
+/// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
+/// of episodes.
+pub const UNPAID_LIMIT_FACTOR: usize = 16;
+
+/// A communicator's mode, the signals that move it, and what the report says of it.
+pub struct Takeover {
+    mode: AtomicU8,
+    /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
+    permits: AtomicUsize,
+    /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
+    /// the followed ones tell: each counts for the receives it stands for.
+    outstanding: AtomicUsize,
+    /// Nonblocking receives posted delegated: the clock that picks those followed.
+    nonblocking: AtomicUsize,
+    /// Outstanding receives above which MPI's posted queue counts as deep.
+    limit: AtomicUsize,
+    /// The depth from which the shim pays (`MATCHSHIM_TAKEOVER_DEPTH`).
+    depth: u32,
+    /// Receive calls so far: the sampling and flipping clock.
+    calls: AtomicU32,
+    /// Calls left that are all timed, after a switch to delegated.
+    dense: AtomicU32,
+    /// The quickest timed receive calls, in clock ticks: MPI's cost with nothing to search, for
+    /// calls that posted a receive and for calls that found their message at once (which
+    /// moved it too).
+    fastest: [AtomicU64; 2],
+    /// Timed calls in a row whose extra time says the search was deep.
+    deep_in_row: AtomicU32,
+    /// `flip:N` wants the other mode.
+    flip_pending: AtomicU8,
+    // What the report shows.
+    switches: AtomicU64,
+    delegated_receives: AtomicUsize,
+    mode_since_ns: AtomicU64,
+    time_ns: [AtomicU64; 2],
+}
+
+/// A receive-side call that may go to MPI as the user made it (see
+/// [`Takeover::plain_delegation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlainCall {
+    /// `MPI_Recv`: blocks inside MPI, so only while nothing needs the shim's progress.
+    Recv,
+    /// `MPI_Irecv`: posts a receive MPI holds after the call; one in [`FOLLOW_EVERY`] is
+    /// followed instead.
+    Irecv,
+    /// `MPI_Iprobe`, `MPI_Improbe`: return at once, receive nothing. (`MPI_Probe` takes the
+    /// full path: MPICH writes its status's `MPI_ERROR`.)
+    Iprobe,
+}
+
+/// What a receive call on a delegated communicator should do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// Go to MPI.
+    Delegate,
+    /// Go to MPI, timed: report the time with [`Takeover::timed`].
+    DelegateTimed,
+    /// Switch to takeover first.
+    TakeOver,
+}
+
+impl Takeover {
+    /// `found_floor`: MPI's cost of a receive call that finds its message with nothing else
+    /// queued (see [`found_floor`]), so that a program whose first calls already search deep
+    /// is seen to.
+    pub fn new(policy: Policy, depth: u32, now_ns: u64, found_floor: u64) -> Takeover {
+        let mode = if policy == Policy::Always {
+            Mode::Takeover
+        } else {
+            Mode::Delegated
+        };
+        Takeover {
+            mode: AtomicU8::new(mode as u8),
+            permits: AtomicUsize::new(0),
+            outstanding: AtomicUsize::new(0),
+            nonblocking: AtomicUsize::new(0),
+            limit: AtomicUsize::new(2 * depth as usize),
+            depth,
+            calls: AtomicU32::new(0),
+            dense: AtomicU32::new(4),
+            fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
+            deep_in_row: AtomicU32::new(0),
+            flip_pending: AtomicU8::new(0),
+            switches: AtomicU64::new(0),
+            delegated_receives: AtomicUsize::new(0),
+            mode_since_ns: AtomicU64::new(now_ns),
+            time_ns: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
+    /// receives' worth of the count waits for (0: the receive is not followed).
+    #[inline]
+    pub fn posted_to_mpi(&self, weight: usize, multiple: bool) {
+        add(&self.delegated_receives, 1, multiple);
+        if weight > 0 {
+            add(&self.outstanding, weight as isize, multiple);
+        }
+    }
+
+    /// A nonblocking receive goes to MPI: the weight to follow it with, [`FOLLOW_EVERY`] for
+    /// one in that many and 0 for the others.
+    #[inline]
+    pub fn follow_nonblocking(&self) -> usize {
+        let n = self.nonblocking.load(Relaxed).wrapping_add(1);
+        self.nonblocking.store(n, Relaxed);
+        if n.is_multiple_of(FOLLOW_EVERY) {
+            FOLLOW_EVERY
+        } else {
+            0
+        }
+    }
+
+    /// MPI completed (or the user freed) a followed receive of `weight`.
+    #[inline]
+    pub fn completed_in_mpi(&self, weight: usize, multiple: bool) {
+        add(&self.outstanding, -(weight as isize), multiple);
+    }
+
+    #[inline]
+    pub fn mode(&self) -> Mode {
+        if self.mode.load(Acquire) == Mode::Takeover as u8 {
+            Mode::Takeover
+        } else {
+            Mode::Delegated
+        }
+    }
+
+    /// Enters MPI for a delegated receive: `false` if the communicator was taken over.
+    /// At `MPI_THREAD_MULTIPLE` a permit is held until [`Takeover::leave_mpi`].
+    #[inline]
+    pub fn enter_mpi(&self, multiple: bool) -> bool {
+        if !multiple {
+            return self.mode() == Mode::Delegated;
+        }
+        self.permits.fetch_add(1, SeqCst);
+        if self.mode.load(SeqCst) == Mode::Delegated as u8 {
+            return true;
+        }
+        self.permits.fetch_sub(1, SeqCst);
+        false
+    }
+
+    #[inline]
+    pub fn leave_mpi(&self, multiple: bool) {
+        if multiple {
+            self.permits.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
+    /// receives on their way into MPI.
+    pub fn switch(&self, mode: Mode, now_ns: u64) {
+        let old = self.mode();
+        if old == mode {
+            return;
+        }
+        self.mode.store(mode as u8, SeqCst);
+        if mode == Mode::Takeover {
+            while self.permits.load(SeqCst) > 0 {
+                std::hint::spin_loop();
+            }
+        } else {
+            self.dense.store(4, Relaxed);
+            self.deep_in_row.store(0, Relaxed);
+            self.flip_pending.store(0, Relaxed);
+        }
+        let since = self.mode_since_ns.swap(now_ns, Relaxed);
+        self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
+        self.switches.fetch_add(1, Relaxed);
+    }
+
+    /// Mode switches so far.
+    pub fn switches(&self) -> u64 {
+        self.switches.load(Relaxed)
+    }
+
+    /// Receives that went to MPI while it matched.
+    pub fn delegated_receives(&self) -> u64 {
+        self.delegated_receives.load(Relaxed) as u64
+    }
+
+    /// Time spent in each mode so far, ns.
+    pub fn time_in(&self, now_ns: u64) -> [u64; 2] {
+        let mut time = [self.time_ns[0].load(Relaxed), self.time_ns[1].load(Relaxed)];
+        time[self.mode() as usize] += now_ns.saturating_sub(self.mode_since_ns.load(Relaxed));
+        time
+    }
+
+    /// A receive call on a delegated communicator: where it goes under `policy`.
+    #[inline]
+    pub fn delegated_call(&self, policy: Policy) -> Call {
+        // Counters need no atomic increment: a lost count only shifts the sampling.
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        self.calls.store(calls, Relaxed);
+        match policy {
+            Policy::Always => Call::TakeOver,
+            Policy::Flip(n) => {
+                if calls.is_multiple_of(n) {
+                    Call::TakeOver
+                } else {
+                    Call::Delegate
+                }
+            }
+            Policy::Auto => {
+                if self.outstanding.load(Relaxed) > self.limit.load(Relaxed) {
+                    return Call::TakeOver;
+                }
+                let dense = self.dense.load(Relaxed);
+                if dense > 0 {
+                    self.dense.store(dense - 1, Relaxed);
+                    return Call::DelegateTimed;
+                }
+                if calls.is_multiple_of(SAMPLE_EVERY) {
+                    Call::DelegateTimed
+                } else {
+                    Call::Delegate
+                }
+            }
+        }
+    }
+
+    /// A receive-side call on this communicator that goes to MPI with nothing to watch:
+    /// delegated under `auto`, neither timed nor (posting a receive) followed, and no takeover
+    /// due. Counts it as [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would;
+    /// false leaves everything as it was, for the full path to decide. Below
+    /// `MPI_THREAD_MULTIPLE` only.
+    #[inline]
+    pub fn plain_delegation(&self, policy: Policy, call: PlainCall) -> bool {
+        if policy != Policy::Auto
+            || self.mode() != Mode::Delegated
+            || self.dense.load(Relaxed) > 0
+            || self.outstanding.load(Relaxed) > self.limit.load(Relaxed)
+        {
+            return false;
+        }
+        let posting = call == PlainCall::Irecv;
+        let calls = self.calls.load(Relaxed).wrapping_add(1);
+        let followed = self
+            .nonblocking
+            .load(Relaxed)
+            .wrapping_add(posting as usize);
+        if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(FOLLOW_EVERY))
+        {
+            return false;
+        }
+        self.calls.store(calls, Relaxed);
+        self.nonblocking.store(followed, Relaxed);
+        if call != PlainCall::Iprobe {
+            add(&self.delegated_receives, 1, false);
+        }
+        true
+    }
+
+    /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
+    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than the depth at
+    /// which the shim pays, against the quickest calls of the same kind. Time spent searching
+    /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
+    /// the outstanding-receive limit, which only suggests a search).
+    pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
+        let depth = self.depth as u64;
+        let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
+        // Shallow against the cheaper kind's floor: then the kind needs no asking (which
+        // may cost MPI a round of progress).
+        let posted_floor = self.fastest[0].load(Relaxed);
+        if posted_floor != u64::MAX && ticks < posted_floor.saturating_add(deep_ticks) {
+            self.deep_in_row.store(0, Relaxed);
+            return false;
+        }
+        let found = found();
+        let fastest = self.fastest[found as usize].load(Relaxed).min(ticks);
+        self.fastest[found as usize].store(fastest, Relaxed);
+        let deep = ticks - fastest >= deep_ticks;
+        let in_row = if deep {
+            self.deep_in_row.load(Relaxed) + 1
+        } else {
+            0
+        };
+        self.deep_in_row.store(in_row, Relaxed);
+        in_row >= DEEP_IN_A_ROW
+    }
+
+    /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
+    /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
+    /// the depths its matches had. Matching goes back only when the shim holds no unexpected
+    /// message; under `auto` also only when its queues are empty after searches that stayed
+    /// shallow (which ends the episode); under `flip:N` every N-th call, as soon as allowed.
+    pub fn give_back_due(&self, policy: Policy, queued: (usize, usize), signals: &Signals) -> bool {
+        match policy {
+            Policy::Always => false,
+            Policy::Auto => {
+                let due = queued == (0, 0) && signals.shallow(self.depth);
+                if due {
+                    self.episode_ended(signals.paid(self.depth));
+                }
+                due
+            }
+            Policy::Flip(n) => {
+                let calls = self.calls.load(Relaxed).wrapping_add(1);
+                self.calls.store(calls, Relaxed);
+                if calls.is_multiple_of(n) {
+                    self.flip_pending.store(1, Relaxed);
+                }
+                self.flip_pending.load(Relaxed) != 0 && queued.1 == 0
+            }
+        }
+    }
+
+    /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
+    /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
+    /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
+    /// start back to `2·depth` receives outstanding or `depth` elements searched.
+    fn episode_ended(&self, paid: bool) {
+        let base = 2 * self.depth as usize;
+        let limit = if paid {
+            base
+        } else {
+            (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16)
+        };
+        self.limit.store(limit, Relaxed);
+    }
+}
+
+/// Adds to a counter: atomically only where threads may race (`MPI_THREAD_MULTIPLE`), since an
+/// atomic add costs some twenty cycles on the path of every receive.
+#[inline]
+fn add(counter: &AtomicUsize, delta: isize, multiple: bool) {
+    if multiple {
+        if delta >= 0 {
+            counter.fetch_add(delta as usize, Relaxed);
+        } else {
+            counter.fetch_sub(delta.unsigned_abs(), Relaxed);
+        }
+    } else {
+        counter.store(counter.load(Relaxed).wrapping_add_signed(delta), Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_timed_calls_in_a_row_ask_for_takeover() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
+        assert!(!t.timed(100, 1.0, || false));
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(
+            !t.timed(150, 1.0, || false),
+            "a shallow call breaks the row"
+        );
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(t.timed(deep, 1.0, || false));
+        assert!(
+            !t.timed(deep / 2, 2.0, || false),
+            "the same time at twice the rate is shallow"
+        );
+        t.episode_ended(false);
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(
+            t.timed(deep, 1.0, || false),
+            "time spent searching is MPI's cost: a takeover that did not pay changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_queue_received_in_reverse_from_the_first_call_is_deep_against_the_found_floor() {
+        let t = Takeover::new(Policy::Auto, 64, 0, 100);
+        // Each call finds its message, each searching a little less deep than the one before.
+        let depths = [4096, 4080, 4064, 4048];
+        for (i, depth) in depths.iter().enumerate() {
+            let asked = t.timed(100 + depth * MPI_NS_PER_ELEMENT, 1.0, || true);
+            assert_eq!(asked, i + 1 == depths.len());
+        }
+    }
+
+    #[test]
+    fn calls_that_found_their_message_are_compared_among_themselves() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(!t.timed(100, 1.0, || false));
+        // Moving the message costs more than posting a receive: not a deeper search.
+        for _ in 0..2 * DEEP_IN_A_ROW {
+            assert!(!t.timed(100 + 200 * MPI_NS_PER_ELEMENT, 1.0, || true));
+        }
+        // Shallow against the posted floor: the kind is not asked for.
+        assert!(!t.timed(110, 1.0, || unreachable!("asked")));
+    }
+
+    #[test]
+    fn many_outstanding_receives_ask_for_takeover_and_episodes_move_the_limit() {
+        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(16, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
+        t.outstanding.store(17, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.episode_ended(false);
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
+        assert!(
+            t.delegated_call(Policy::Auto) != Call::TakeOver,
+            "limit now 16 times higher"
+        );
+        t.outstanding.store(16 * UNPAID_LIMIT_FACTOR + 1, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.outstanding.store(17, Relaxed);
+        t.episode_ended(true);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+    }
+
+    #[test]
+    fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(
+            !t.plain_delegation(Policy::Auto, PlainCall::Recv),
+            "timed after creation"
+        );
+        t.dense.store(0, Relaxed);
+        let total = SAMPLE_EVERY as usize * FOLLOW_EVERY;
+        let (mut full, mut timed, mut followed) = (0, 0, 0);
+        for _ in 0..total {
+            if t.plain_delegation(Policy::Auto, PlainCall::Irecv) {
+                continue;
+            }
+            // What the full path then does with the same call.
+            full += 1;
+            if t.delegated_call(Policy::Auto) == Call::DelegateTimed {
+                timed += 1;
+            }
+            if t.follow_nonblocking() > 0 {
+                followed += 1;
+            }
+        }
+        assert_eq!(timed, total / SAMPLE_EVERY as usize);
+        assert_eq!(followed, total / FOLLOW_EVERY);
+        assert_eq!(t.delegated_receives() as usize, total - full);
+        for policy in [Policy::Always, Policy::Flip(3)] {
+            assert!(!t.plain_delegation(policy, PlainCall::Recv));
+        }
+        t.outstanding.store(1 << 20, Relaxed);
+        assert!(!t.plain_delegation(Policy::Auto, PlainCall::Iprobe));
+    }
+
+    #[test]
+    fn switches_are_counted_with_time_per_mode() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        t.switch(Mode::Takeover, 100);
+        t.switch(Mode::Takeover, 150);
+        t.switch(Mode::Delegated, 400);
+        assert_eq!(t.switches(), 2);
+        assert_eq!(t.time_in(1000), [100 + 600, 300]);
+    }
+
+    #[test]
+    fn matching_goes_back_only_when_the_shim_holds_no_unexpected_message() {
+        let mut signals = Signals::default();
+        signals.observe(0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(!t.give_back_due(Policy::Always, (0, 0), &signals));
+        assert!(
+            !t.give_back_due(Policy::Auto, (1, 0), &signals),
+            "a receive waits"
+        );
+        assert!(
+            !t.give_back_due(Policy::Auto, (0, 1), &signals),
+            "a message waits"
+        );
+        assert!(t.give_back_due(Policy::Auto, (0, 0), &signals));
+        let deep = {
+            let mut s = Signals::default();
+            (0..64).for_each(|_| s.observe(200));
+            s
+        };
+        assert!(
+            !t.give_back_due(Policy::Auto, (0, 0), &deep),
+            "still paying"
+        );
+        // flip:3: every third call asks; the switch waits for the unexpected queue to empty.
+        let flip = |unexpected: &[usize]| -> Vec<bool> {
+            unexpected
+                .iter()
+                .map(|&u| t.give_back_due(Policy::Flip(3), (0, u), &signals))
+                .collect()
+        };
+        assert_eq!(
+            flip(&[0, 0, 1, 1, 1, 0]),
+            [false, false, false, false, false, true]
+        );
+        t.switch(Mode::Takeover, 0);
+        t.switch(Mode::Delegated, 0);
+        assert_eq!(flip(&[0, 0, 0]), [false, false, true], "asked anew");
+    }
+
+    #[test]
+    fn an_episode_that_did_not_pay_makes_the_next_takeover_wait() {
+        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(17, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        let mut shallow = Signals::default();
+        shallow.observe(0);
+        assert!(t.give_back_due(Policy::Auto, (0, 0), &shallow));
+        assert_ne!(
+            t.delegated_call(Policy::Auto),
+            Call::TakeOver,
+            "limit raised"
+        );
+    }
+}

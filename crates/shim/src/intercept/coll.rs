@@ -5,11 +5,17 @@
 //! matches a blocking collective with a nonblocking one, so the choice cannot depend on this
 //! rank's state. Those run on the communicator's private duplicate where it has one, so that,
 //! as in MPI, they never meet the program's nonblocking collectives.
+//!
+//! Safety of the handlers: their arguments are those of the MPI call, valid as the standard
+//! requires until the call (or its request) completes.
+#![allow(clippy::missing_safety_doc)]
 
 use super::{nonblocking_then_wait, Native};
-use crate::coll::{self, schedule::Builder, Kind, COLLECTIVES};
+use crate::coll::schedule::{Builder, Ints, Types};
+use crate::coll::{algorithms, Kind, COLLECTIVES};
 use crate::mpi::{abi, Code, HandleKey, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::runtime::{Error, Runtime};
+use algorithms::{Invalid, Plan, Prefix};
 use std::os::raw::{c_int, c_void};
 
 type Result = std::result::Result<Code, Error>;
@@ -24,7 +30,7 @@ fn blocking(
     comm: MPI_Comm,
     kind: Kind,
     native: impl Native,
-    build: impl FnOnce(&mut Builder) -> std::result::Result<(), c_int>,
+    build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
 ) -> Result {
     match COLLECTIVES.comm(rt, comm)? {
         // SAFETY: the buffers `build` names are the caller's, valid until the call returns.
@@ -51,7 +57,7 @@ unsafe fn nonblocking(
     kind: Kind,
     request: *mut MPI_Request,
     native: impl Native,
-    build: impl FnOnce(&mut Builder) -> std::result::Result<(), c_int>,
+    build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
 ) -> Result {
     match COLLECTIVES.comm(rt, comm)? {
         // SAFETY: as the caller promises.
@@ -73,7 +79,7 @@ unsafe fn per_rank(counts: Counts, n: c_int) -> Vec<c_int> {
 }
 
 pub unsafe fn barrier(rt: &'static Runtime, comm: MPI_Comm, native: impl Native) -> Result {
-    blocking(rt, comm, Kind::Barrier, native, coll::barrier)
+    blocking(rt, comm, Kind::Barrier, native, algorithms::barrier)
 }
 
 pub unsafe fn ibarrier(
@@ -83,7 +89,16 @@ pub unsafe fn ibarrier(
     native: impl Native,
 ) -> Result {
     // SAFETY: the caller's request.
-    unsafe { nonblocking(rt, comm, Kind::Barrier, request, native, coll::barrier) }
+    unsafe {
+        nonblocking(
+            rt,
+            comm,
+            Kind::Barrier,
+            request,
+            native,
+            algorithms::barrier,
+        )
+    }
 }
 
 pub unsafe fn bcast(
@@ -96,8 +111,7 @@ pub unsafe fn bcast(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Bcast, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe { coll::bcast(b, buffer, count, datatype, root) }
+        algorithms::bcast(b, buffer, count, datatype, root)
     })
 }
 
@@ -112,11 +126,8 @@ pub unsafe fn ibcast(
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
-    let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe { coll::bcast(b, buffer, count, datatype, root) }
-    };
-    // SAFETY: as above.
+    let build = |b: &mut Builder| algorithms::bcast(b, buffer, count, datatype, root);
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Bcast, request, native, build) }
 }
 
@@ -133,8 +144,7 @@ pub unsafe fn reduce(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Reduce, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe { coll::reduce(b, sendbuf, recvbuf, count, datatype, op, root) }
+        algorithms::reduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op, root)
     })
 }
 
@@ -152,10 +162,9 @@ pub unsafe fn ireduce(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe { coll::reduce(b, sendbuf, recvbuf, count, datatype, op, root) }
+        algorithms::reduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op, root)
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Reduce, request, native, build) }
 }
 
@@ -171,8 +180,7 @@ pub unsafe fn allreduce(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Allreduce, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe { coll::allreduce(b, sendbuf, recvbuf, count, datatype, op) }
+        algorithms::allreduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op)
     })
 }
 
@@ -189,10 +197,9 @@ pub unsafe fn iallreduce(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe { coll::allreduce(b, sendbuf, recvbuf, count, datatype, op) }
+        algorithms::allreduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op)
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Allreduce, request, native, build) }
 }
 
@@ -210,12 +217,16 @@ pub unsafe fn gather(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Gather, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe {
-            coll::gather(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-            )
-        }
+        algorithms::gather(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+            root,
+        )
     })
 }
 
@@ -234,14 +245,18 @@ pub unsafe fn igather(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe {
-            coll::gather(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-            )
-        }
+        algorithms::gather(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+            root,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Gather, request, native, build) }
 }
 
@@ -260,10 +275,18 @@ pub unsafe fn gatherv(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Gatherv, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            coll::gatherv(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+            algorithms::gatherv(
+                b,
+                sendbuf.cast_mut(),
+                sendcount,
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(displs),
+                recvtype,
+                root,
             )
         }
     })
@@ -285,14 +308,22 @@ pub unsafe fn igatherv(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            coll::gatherv(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+            algorithms::gatherv(
+                b,
+                sendbuf.cast_mut(),
+                sendcount,
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(displs),
+                recvtype,
+                root,
             )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Gatherv, request, native, build) }
 }
 
@@ -310,12 +341,16 @@ pub unsafe fn scatter(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Scatter, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe {
-            coll::scatter(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-            )
-        }
+        algorithms::scatter(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+            root,
+        )
     })
 }
 
@@ -334,14 +369,18 @@ pub unsafe fn iscatter(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe {
-            coll::scatter(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-            )
-        }
+        algorithms::scatter(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+            root,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Scatter, request, native, build) }
 }
 
@@ -360,10 +399,18 @@ pub unsafe fn scatterv(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Scatterv, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            coll::scatterv(
-                b, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+            algorithms::scatterv(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(displs),
+                sendtype,
+                recvbuf,
+                recvcount,
+                recvtype,
+                root,
             )
         }
     })
@@ -385,14 +432,22 @@ pub unsafe fn iscatterv(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            coll::scatterv(
-                b, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+            algorithms::scatterv(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(displs),
+                sendtype,
+                recvbuf,
+                recvcount,
+                recvtype,
+                root,
             )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Scatterv, request, native, build) }
 }
 
@@ -409,12 +464,15 @@ pub unsafe fn allgather(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Allgather, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe {
-            coll::allgather(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-            )
-        }
+        algorithms::allgather(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+        )
     })
 }
 
@@ -432,14 +490,17 @@ pub unsafe fn iallgather(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe {
-            coll::allgather(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-            )
-        }
+        algorithms::allgather(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Allgather, request, native, build) }
 }
 
@@ -457,10 +518,17 @@ pub unsafe fn allgatherv(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Allgatherv, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            coll::allgatherv(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+            algorithms::allgatherv(
+                b,
+                sendbuf.cast_mut(),
+                sendcount,
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(displs),
+                recvtype,
             )
         }
     })
@@ -481,14 +549,21 @@ pub unsafe fn iallgatherv(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            coll::allgatherv(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+            algorithms::allgatherv(
+                b,
+                sendbuf.cast_mut(),
+                sendcount,
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(displs),
+                recvtype,
             )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Allgatherv, request, native, build) }
 }
 
@@ -505,12 +580,15 @@ pub unsafe fn alltoall(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Alltoall, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe {
-            coll::alltoall(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-            )
-        }
+        algorithms::alltoall(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+        )
     })
 }
 
@@ -528,14 +606,17 @@ pub unsafe fn ialltoall(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe {
-            coll::alltoall(
-                b, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-            )
-        }
+        algorithms::alltoall(
+            b,
+            sendbuf.cast_mut(),
+            sendcount,
+            sendtype,
+            recvbuf,
+            recvcount,
+            recvtype,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Alltoall, request, native, build) }
 }
 
@@ -554,10 +635,18 @@ pub unsafe fn alltoallv(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Alltoallv, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            coll::alltoallv(
-                b, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+            algorithms::alltoallv(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(sdispls),
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(rdispls),
+                recvtype,
             )
         }
     })
@@ -579,14 +668,22 @@ pub unsafe fn ialltoallv(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            coll::alltoallv(
-                b, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+            algorithms::alltoallv(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(sdispls),
+                sendtype,
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(rdispls),
+                recvtype,
             )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Alltoallv, request, native, build) }
 }
 
@@ -605,10 +702,18 @@ pub unsafe fn alltoallw(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Alltoallw, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            coll::alltoallw(
-                b, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+            algorithms::alltoallw(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(sdispls),
+                Types::of(sendtypes),
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(rdispls),
+                Types::of(recvtypes),
             )
         }
     })
@@ -630,14 +735,22 @@ pub unsafe fn ialltoallw(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            coll::alltoallw(
-                b, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+            algorithms::alltoallw(
+                b,
+                sendbuf.cast_mut(),
+                Ints::of(sendcounts),
+                Ints::of(sdispls),
+                Types::of(sendtypes),
+                recvbuf,
+                Ints::of(recvcounts),
+                Ints::of(rdispls),
+                Types::of(recvtypes),
             )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Alltoallw, request, native, build) }
 }
 
@@ -653,12 +766,16 @@ pub unsafe fn reduce_scatter(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::ReduceScatter, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
         unsafe {
-            {
-                let counts = per_rank(recvcounts, b.size);
-                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
-            }
+            algorithms::reduce_scatter(
+                b,
+                sendbuf.cast_mut(),
+                recvbuf,
+                &per_rank(recvcounts, b.size()),
+                datatype,
+                op,
+            )
         }
     })
 }
@@ -676,15 +793,19 @@ pub unsafe fn ireduce_scatter(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
         unsafe {
-            {
-                let counts = per_rank(recvcounts, b.size);
-                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
-            }
+            algorithms::reduce_scatter(
+                b,
+                sendbuf.cast_mut(),
+                recvbuf,
+                &per_rank(recvcounts, b.size()),
+                datatype,
+                op,
+            )
         }
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::ReduceScatter, request, native, build) }
 }
 
@@ -700,13 +821,8 @@ pub unsafe fn reduce_scatter_block(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::ReduceScatterBlock, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe {
-            {
-                let counts = vec![recvcount; b.size.max(0) as usize];
-                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
-            }
-        }
+        let counts = vec![recvcount; b.size().max(0) as usize];
+        algorithms::reduce_scatter(b, sendbuf.cast_mut(), recvbuf, &counts, datatype, op)
     })
 }
 
@@ -723,15 +839,10 @@ pub unsafe fn ireduce_scatter_block(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe {
-            {
-                let counts = vec![recvcount; b.size.max(0) as usize];
-                coll::reduce_scatter(b, sendbuf, recvbuf, &counts, datatype, op)
-            }
-        }
+        let counts = vec![recvcount; b.size().max(0) as usize];
+        algorithms::reduce_scatter(b, sendbuf.cast_mut(), recvbuf, &counts, datatype, op)
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::ReduceScatterBlock, request, native, build) }
 }
 
@@ -747,8 +858,15 @@ pub unsafe fn scan(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Scan, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, false) }
+        algorithms::scan(
+            b,
+            sendbuf.cast_mut(),
+            recvbuf,
+            count,
+            datatype,
+            op,
+            Prefix::Inclusive,
+        )
     })
 }
 
@@ -765,10 +883,17 @@ pub unsafe fn iscan(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, false) }
+        algorithms::scan(
+            b,
+            sendbuf.cast_mut(),
+            recvbuf,
+            count,
+            datatype,
+            op,
+            Prefix::Inclusive,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Scan, request, native, build) }
 }
 
@@ -784,8 +909,15 @@ pub unsafe fn exscan(
     native: impl Native,
 ) -> Result {
     blocking(rt, comm, Kind::Exscan, native, |b| {
-        // SAFETY: the caller's arguments, valid until the call returns.
-        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, true) }
+        algorithms::scan(
+            b,
+            sendbuf.cast_mut(),
+            recvbuf,
+            count,
+            datatype,
+            op,
+            Prefix::Exclusive,
+        )
     })
 }
 
@@ -802,9 +934,16 @@ pub unsafe fn iexscan(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arguments, valid until the request completes.
-        unsafe { coll::scan(b, sendbuf, recvbuf, count, datatype, op, true) }
+        algorithms::scan(
+            b,
+            sendbuf.cast_mut(),
+            recvbuf,
+            count,
+            datatype,
+            op,
+            Prefix::Exclusive,
+        )
     };
-    // SAFETY: as above.
+    // SAFETY: the caller's buffers, valid until the request completes.
     unsafe { nonblocking(rt, comm, Kind::Exscan, request, native, build) }
 }

@@ -26,8 +26,9 @@ mod entry {
         abi, next, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
         MPI_Request, MPI_Status,
     };
-    use crate::runtime::p2p::PlainCall;
+    use crate::runtime::p2p::plainly_delegated;
     use crate::runtime::{runtime, serial_runtime, Error, Runtime};
+    use matchshim_core::protocol::PlainCall;
     #[allow(unused_imports)]
     use std::os::raw::{c_char, c_int, c_void};
 

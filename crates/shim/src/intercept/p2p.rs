@@ -5,8 +5,10 @@ use super::{nonblocking_then_wait, Native};
 use crate::mpi::{
     self, abi, Code, Count, MPI_Comm, MPI_Datatype, MPI_Message, MPI_Request, MPI_Status,
 };
-use crate::runtime::p2p::Buffer;
+use crate::runtime::p2p::{self as run, target, Poll};
+use crate::runtime::receive::Buffer;
 use crate::runtime::{Error, Runtime};
+use matchshim_core::protocol::Probe;
 use std::os::raw::{c_int, c_void};
 
 type Result = std::result::Result<Code, Error>;
@@ -37,19 +39,9 @@ pub unsafe fn recv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, tag, Some((count, datatype)))?;
+    let target = target(rt, comm, source, tag, Some((count, datatype)))?;
     // SAFETY: the caller's arguments.
-    unsafe {
-        rt.recv(
-            Buffer {
-                ptr: buf,
-                count,
-                datatype,
-            },
-            target,
-            status,
-        )
-    }
+    unsafe { run::recv(rt, Buffer::borrowed(buf, count, datatype), target, status) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -63,19 +55,9 @@ pub unsafe fn irecv(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> Result {
-    let target = rt.target(comm, source, tag, Some((count, datatype)))?;
+    let target = target(rt, comm, source, tag, Some((count, datatype)))?;
     // SAFETY: the caller's arguments.
-    unsafe {
-        rt.irecv(
-            Buffer {
-                ptr: buf,
-                count,
-                datatype,
-            },
-            target,
-            request,
-        )
-    }
+    unsafe { run::irecv(rt, Buffer::borrowed(buf, count, datatype), target, request) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -89,19 +71,9 @@ pub unsafe fn recv_init(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> Result {
-    let target = rt.target(comm, source, tag, Some((count, datatype)))?;
+    let target = target(rt, comm, source, tag, Some((count, datatype)))?;
     // SAFETY: the caller's arguments.
-    unsafe {
-        rt.recv_init(
-            Buffer {
-                ptr: buf,
-                count,
-                datatype,
-            },
-            target,
-            request,
-        )
-    }
+    unsafe { run::recv_init(rt, Buffer::borrowed(buf, count, datatype), target, request) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -120,16 +92,12 @@ pub unsafe fn sendrecv(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, recvtag, Some((recvcount, recvtype)))?;
+    let target = target(rt, comm, source, recvtag, Some((recvcount, recvtype)))?;
     // SAFETY: the caller's send buffer, valid until the send completes inside this call.
     let send = || unsafe { mpi::isend(sendbuf, sendcount, sendtype, dest, sendtag, comm) };
-    let buf = Buffer {
-        ptr: recvbuf,
-        count: recvcount,
-        datatype: recvtype,
-    };
+    let buf = Buffer::borrowed(recvbuf, recvcount, recvtype);
     // SAFETY: the caller's arguments.
-    unsafe { rt.sendrecv(send, buf, target, status) }
+    unsafe { run::sendrecv(rt, send, buf, target, status) }
 }
 
 /// The outgoing data is packed first so the receive can land in the same buffer.
@@ -146,7 +114,7 @@ pub unsafe fn sendrecv_replace(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, recvtag, Some((count, datatype)))?;
+    let target = target(rt, comm, source, recvtag, Some((count, datatype)))?;
     // SAFETY: the caller's buffer.
     let packed = match unsafe { mpi::packed_copy(buf, count, datatype, comm) } {
         Ok(packed) => packed,
@@ -168,13 +136,10 @@ pub unsafe fn sendrecv_replace(
     };
     // SAFETY: the caller's arguments.
     unsafe {
-        rt.sendrecv(
+        run::sendrecv(
+            rt,
             send,
-            Buffer {
-                ptr: buf,
-                count,
-                datatype,
-            },
+            Buffer::borrowed(buf, count, datatype),
             target,
             status,
         )
@@ -199,16 +164,12 @@ pub unsafe fn isendrecv(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> Result {
-    let target = rt.target(comm, source, recvtag, Some((recvcount, recvtype)))?;
+    let target = target(rt, comm, source, recvtag, Some((recvcount, recvtype)))?;
     // SAFETY: the caller's send buffer, valid until the request completes.
     let send = || unsafe { mpi::isend(sendbuf, sendcount, sendtype, dest, sendtag, comm) };
-    let buf = Buffer {
-        ptr: recvbuf,
-        count: recvcount,
-        datatype: recvtype,
-    };
+    let buf = Buffer::borrowed(recvbuf, recvcount, recvtype);
     // SAFETY: the caller's arguments.
-    unsafe { rt.isendrecv(send, buf, target, Vec::new(), request) }
+    unsafe { crate::runtime::pair::isendrecv(rt, send, buf, target, Vec::new(), request) }
 }
 
 #[cfg(mpi4)]
@@ -225,7 +186,7 @@ pub unsafe fn isendrecv_replace(
     comm: MPI_Comm,
     request: *mut MPI_Request,
 ) -> Result {
-    let target = rt.target(comm, source, recvtag, Some((count, datatype)))?;
+    let target = target(rt, comm, source, recvtag, Some((count, datatype)))?;
     // SAFETY: the caller's buffer.
     let packed = match unsafe { mpi::packed_copy(buf, count, datatype, comm) } {
         Ok(packed) => packed,
@@ -234,13 +195,9 @@ pub unsafe fn isendrecv_replace(
     let (data, len) = (packed.as_ptr(), packed.len() as Count);
     // SAFETY: `packed` is kept with the pair until both halves complete.
     let send = || unsafe { mpi::isend(data.cast(), len, abi().packed, dest, sendtag, comm) };
-    let buf = Buffer {
-        ptr: buf,
-        count,
-        datatype,
-    };
+    let buf = Buffer::borrowed(buf, count, datatype);
     // SAFETY: the caller's arguments.
-    unsafe { rt.isendrecv(send, buf, target, packed, request) }
+    unsafe { crate::runtime::pair::isendrecv(rt, send, buf, target, packed, request) }
 }
 
 pub unsafe fn probe(
@@ -250,10 +207,20 @@ pub unsafe fn probe(
     comm: MPI_Comm,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, tag, None)?;
+    let target = target(rt, comm, source, tag, None)?;
     let (flag, message) = (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: the caller's status.
-    unsafe { rt.probe(target, true, false, flag, message, status) }
+    unsafe {
+        run::probe(
+            rt,
+            target,
+            Poll::UntilFound,
+            Probe::Peek,
+            flag,
+            message,
+            status,
+        )
+    }
 }
 
 pub unsafe fn iprobe(
@@ -264,9 +231,19 @@ pub unsafe fn iprobe(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, tag, None)?;
+    let target = target(rt, comm, source, tag, None)?;
     // SAFETY: the caller's flag and status.
-    unsafe { rt.probe(target, false, false, flag, std::ptr::null_mut(), status) }
+    unsafe {
+        run::probe(
+            rt,
+            target,
+            Poll::Once,
+            Probe::Peek,
+            flag,
+            std::ptr::null_mut(),
+            status,
+        )
+    }
 }
 
 pub unsafe fn mprobe(
@@ -277,9 +254,19 @@ pub unsafe fn mprobe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, tag, None)?;
+    let target = target(rt, comm, source, tag, None)?;
     // SAFETY: the caller's message and status.
-    unsafe { rt.probe(target, true, true, std::ptr::null_mut(), message, status) }
+    unsafe {
+        run::probe(
+            rt,
+            target,
+            Poll::UntilFound,
+            Probe::Take,
+            std::ptr::null_mut(),
+            message,
+            status,
+        )
+    }
 }
 
 pub unsafe fn improbe(
@@ -291,7 +278,7 @@ pub unsafe fn improbe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> Result {
-    let target = rt.target(comm, source, tag, None)?;
+    let target = target(rt, comm, source, tag, None)?;
     // SAFETY: the caller's flag, message and status.
-    unsafe { rt.probe(target, false, true, flag, message, status) }
+    unsafe { run::probe(rt, target, Poll::Once, Probe::Take, flag, message, status) }
 }

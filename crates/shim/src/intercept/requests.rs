@@ -4,6 +4,8 @@
 //! (single-completion calls), since MPICH writes `MPI_ERROR` in the statuses of the others.
 
 use crate::mpi::{abi, Code, MPI_Request, MPI_Status};
+use crate::runtime::complete::{self, How};
+use crate::runtime::p2p;
 use crate::runtime::{Error, Runtime};
 use std::os::raw::c_int;
 
@@ -15,7 +17,7 @@ pub unsafe fn wait(
     status: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.wait(request, status) }
+    unsafe { complete::wait(rt, request, status) }
 }
 
 pub unsafe fn test(
@@ -25,7 +27,7 @@ pub unsafe fn test(
     status: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.test(request, flag, status) }
+    unsafe { complete::test(rt, request, flag, status) }
 }
 
 pub unsafe fn waitall(
@@ -35,7 +37,16 @@ pub unsafe fn waitall(
     statuses: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.all(count, requests, std::ptr::null_mut(), statuses, true) }
+    unsafe {
+        complete::all(
+            rt,
+            count,
+            requests,
+            std::ptr::null_mut(),
+            statuses,
+            How::Wait,
+        )
+    }
 }
 
 pub unsafe fn testall(
@@ -46,7 +57,7 @@ pub unsafe fn testall(
     statuses: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.all(count, requests, flag, statuses, false) }
+    unsafe { complete::all(rt, count, requests, flag, statuses, How::Test) }
 }
 
 pub unsafe fn waitany(
@@ -57,7 +68,17 @@ pub unsafe fn waitany(
     status: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.any(count, requests, index, std::ptr::null_mut(), status, true) }
+    unsafe {
+        complete::any(
+            rt,
+            count,
+            requests,
+            index,
+            std::ptr::null_mut(),
+            status,
+            How::Wait,
+        )
+    }
 }
 
 pub unsafe fn testany(
@@ -69,7 +90,7 @@ pub unsafe fn testany(
     status: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.any(count, requests, index, flag, status, false) }
+    unsafe { complete::any(rt, count, requests, index, flag, status, How::Test) }
 }
 
 pub unsafe fn waitsome(
@@ -81,7 +102,7 @@ pub unsafe fn waitsome(
     statuses: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.some(count, requests, outcount, indices, statuses, true) }
+    unsafe { complete::some(rt, count, requests, outcount, indices, statuses, How::Wait) }
 }
 
 pub unsafe fn testsome(
@@ -93,7 +114,7 @@ pub unsafe fn testsome(
     statuses: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.some(count, requests, outcount, indices, statuses, false) }
+    unsafe { complete::some(rt, count, requests, outcount, indices, statuses, How::Test) }
 }
 
 pub unsafe fn request_get_status(
@@ -103,29 +124,29 @@ pub unsafe fn request_get_status(
     status: *mut MPI_Status,
 ) -> Result {
     // SAFETY: the caller's arguments.
-    unsafe { rt.request_get_status(request, flag, status) }
+    unsafe { complete::request_get_status(rt, request, flag, status) }
 }
 
 pub unsafe fn request_free(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
     // SAFETY: the caller's request.
-    unsafe { rt.request_free(request) }
+    unsafe { complete::request_free(rt, request) }
 }
 
 pub unsafe fn cancel(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
     // SAFETY: the caller's request.
-    unsafe { rt.cancel_request(request) }
+    unsafe { complete::cancel_request(rt, request) }
 }
 
 pub unsafe fn start(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
     // SAFETY: the caller's request.
-    unsafe { rt.start(request) }
+    unsafe { p2p::start(rt, request) }
 }
 
 pub unsafe fn startall(rt: &'static Runtime, count: c_int, requests: *mut MPI_Request) -> Result {
     let mut first = Ok(abi().success);
     for i in 0..count.max(0) as usize {
         // SAFETY: the caller's `count` requests.
-        let started = unsafe { rt.start(requests.add(i)) };
+        let started = unsafe { p2p::start(rt, requests.add(i)) };
         if first == Ok(abi().success) {
             first = started;
         }

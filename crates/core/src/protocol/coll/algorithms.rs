@@ -1302,7 +1302,16 @@ pub fn reduce_scatter<P: Plan>(
     Ok(())
 }
 
-/// `Scan` (`exclusive` false) and `Exscan` by recursive doubling: `partial` holds the
+/// Whether a rank's own contribution is in its prefix reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefix {
+    /// `MPI_Scan`.
+    Inclusive,
+    /// `MPI_Exscan`.
+    Exclusive,
+}
+
+/// `Scan` and `Exscan` by recursive doubling: `partial` holds the
 /// reduction over the ranks this rank has heard from, the result only those below it.
 #[allow(clippy::too_many_arguments)]
 pub fn scan<P: Plan>(
@@ -1312,8 +1321,9 @@ pub fn scan<P: Plan>(
     count: i32,
     dtype: P::Type,
     op: P::Op,
-    exclusive: bool,
+    prefix: Prefix,
 ) -> Result<(), Invalid> {
+    let exclusive = prefix == Prefix::Exclusive;
     check_count(count)?;
     let t = P::type_info(dtype)?;
     b.set_size_class(size_class(count as i64 * t.size));

@@ -303,11 +303,11 @@ mod tests {
             ),
             (
                 Kind::Scan,
-                Box::new(move |p| a::scan(p, (), (), c, e, (), false)),
+                Box::new(move |p| a::scan(p, (), (), c, e, (), a::Prefix::Inclusive)),
             ),
             (
                 Kind::Exscan,
-                Box::new(move |p| a::scan(p, (), (), c, e, (), true)),
+                Box::new(move |p| a::scan(p, (), (), c, e, (), a::Prefix::Exclusive)),
             ),
         ];
         builds

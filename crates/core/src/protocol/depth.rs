@@ -15,12 +15,14 @@ pub struct Order {
 
 impl Order {
     /// Adds an element; its sequence number.
+    #[inline]
     pub fn push(&mut self) -> u64 {
         self.live.push_back(true);
         self.front + self.live.len() as u64 - 1
     }
 
     /// Removes element `seq`; the number of elements ahead of it.
+    #[inline]
     pub fn remove(&mut self, seq: u64) -> u64 {
         let depth = seq - self.front;
         if let Some(slot) = self.live.get_mut(depth as usize) {
@@ -47,6 +49,7 @@ pub struct Signals {
 }
 
 impl Signals {
+    #[inline]
     pub fn observe(&mut self, depth: u64) {
         self.mean += (depth as f64 - self.mean) / 16.0;
         self.peak = self.peak.max(self.mean);
@@ -56,11 +59,13 @@ impl Signals {
     /// Searches, once there were any, stay below half the depth at which the shim pays
     /// (right after a takeover the shim's queues are empty only because nothing was drained
     /// yet).
+    #[inline]
     pub fn shallow(&self, depth: u32) -> bool {
         self.seen > 0 && self.mean < depth as f64 / 2.0
     }
 
     /// The episode reached the depth at which the shim pays.
+    #[inline]
     pub fn paid(&self, depth: u32) -> bool {
         self.peak >= depth as f64 / 2.0
     }

@@ -297,6 +297,7 @@ impl Takeover {
     /// which the shim pays, against the quickest calls of the same kind. Time spent searching
     /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
     /// the outstanding-receive limit, which only suggests a search).
+    #[inline]
     pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
         let depth = self.depth as u64;
         let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
@@ -325,6 +326,7 @@ impl Takeover {
     /// the depths its matches had. Matching goes back only when the shim holds no unexpected
     /// message; under `auto` also only when its queues are empty after searches that stayed
     /// shallow (which ends the episode); under `flip:N` every N-th call, as soon as allowed.
+    #[inline]
     pub fn give_back_due(&self, policy: Policy, queued: (usize, usize), signals: &Signals) -> bool {
         match policy {
             Policy::Always => false,

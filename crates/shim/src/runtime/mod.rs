@@ -62,6 +62,9 @@ pub struct Runtime {
     pub world_rank: c_int,
     pub tag_ub: c_int,
     pub thread_level: c_int,
+    /// `MPI_THREAD_MULTIPLE`: MPI calls may run concurrently (also `process.multiple`, kept
+    /// here for the plain path's first check).
+    pub multiple: bool,
     /// The engine's name as a C string, for `matchshim_engine()`.
     pub engine_name: std::ffi::CString,
     /// What every communicator shares: settings, clock, receives waiting for progress.
@@ -88,7 +91,7 @@ thread_local! {
 #[inline]
 pub fn runtime() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
-    if rt.finalized.load(Ordering::Relaxed) || thread::in_call(rt.process.multiple).is_some() {
+    if rt.finalized.load(Ordering::Relaxed) || thread::in_call(rt.multiple).is_some() {
         return None;
     }
     Some(rt)
@@ -99,7 +102,7 @@ pub fn runtime() -> Option<&'static Runtime> {
 pub fn serial_runtime() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
     // SAFETY: read only below MPI_THREAD_MULTIPLE (checked first).
-    if rt.process.multiple
+    if rt.multiple
         || rt.finalized.load(Ordering::Relaxed)
         || unsafe { thread::in_call_serial() }.is_some()
     {
@@ -112,7 +115,7 @@ pub fn serial_runtime() -> Option<&'static Runtime> {
 /// pass through.
 #[inline]
 pub fn inside<R>(rt: &Runtime, name: &'static str, body: impl FnOnce() -> R) -> R {
-    thread::inside(rt.process.multiple, name, body)
+    thread::inside(rt.multiple, name, body)
 }
 
 /// The MPI call the shim is handling on this thread.
@@ -188,6 +191,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         world_rank: mpi::comm_rank(abi().comm_world),
         tag_ub: mpi::tag_ub(),
         thread_level,
+        multiple,
         engine_name: std::ffi::CString::new(config.engine.name())
             .expect("engine names have no NUL"),
         process,

@@ -92,7 +92,7 @@ pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: Plai
     // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
     source != abi().proc_null
         && !(call == PlainCall::Recv && rt.needs_progress())
-        && comm.takeover.plain_delegation(rt.process.policy, call)
+        && comm.takeover.plain_delegation(rt.config.takeover, call)
 }
 
 /// A nonblocking receive MPI now holds for a delegated communicator; followed to its

@@ -59,6 +59,8 @@ pub struct CommTable {
     retired: Mutex<Totals>,
     /// Attribute key whose delete callback says a communicator is gone.
     keyval: c_int,
+    /// `process.multiple`, read on every lookup.
+    multiple: bool,
     process: &'static Process,
 }
 
@@ -74,6 +76,7 @@ impl CommTable {
             next_id: AtomicU64::new(0),
             retired: Mutex::new(Totals::default()),
             keyval: mpi::comm_keyval(on_free),
+            multiple: process.multiple,
             process,
         }
     }
@@ -81,7 +84,7 @@ impl CommTable {
     /// The communicator looked up last, if it is `handle` (below `MPI_THREAD_MULTIPLE`).
     #[inline]
     pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
-        if self.process.multiple {
+        if self.multiple {
             return None;
         }
         // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
@@ -108,7 +111,7 @@ impl CommTable {
             Some(comm) => comm,
             None => self.add(handle)?,
         };
-        if !self.process.multiple {
+        if !self.multiple {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
             unsafe { self.last.set((key, Some(comm))) };
         }
@@ -145,7 +148,7 @@ impl CommTable {
     /// engine and queues are given back.
     pub fn remove(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         let comm = self.comms.write().remove(&handle.key())?;
-        if !self.process.multiple {
+        if !self.multiple {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
             unsafe { self.last.set((usize::MAX, None)) };
         }

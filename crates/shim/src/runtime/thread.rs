@@ -47,7 +47,7 @@ thread_local! {
 #[inline]
 pub fn in_call(multiple: bool) -> Option<&'static str> {
     if multiple {
-        IN_CALL.with(|c| c.get())
+        in_call_threaded()
     } else {
         // SAFETY: below MPI_THREAD_MULTIPLE, one thread at a time.
         unsafe { IN_CALL_SERIAL.get() }
@@ -64,10 +64,22 @@ pub unsafe fn in_call_serial() -> Option<&'static str> {
     unsafe { IN_CALL_SERIAL.get() }
 }
 
+// Thread-local access out of line: in a shared library it costs a call (`__tls_get_addr`),
+// which the compiler would otherwise make on the serial path too.
+#[inline(never)]
+fn in_call_threaded() -> Option<&'static str> {
+    IN_CALL.with(|c| c.get())
+}
+
+#[inline(never)]
+fn set_in_call_threaded(call: Option<&'static str>) {
+    IN_CALL.with(|c| c.set(call));
+}
+
 #[inline]
 fn set_in_call(multiple: bool, call: Option<&'static str>) {
     if multiple {
-        IN_CALL.with(|c| c.set(call));
+        set_in_call_threaded(call);
     } else {
         // SAFETY: below MPI_THREAD_MULTIPLE, one thread at a time.
         unsafe { IN_CALL_SERIAL.set(call) };

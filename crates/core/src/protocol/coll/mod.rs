@@ -87,6 +87,7 @@ impl Kind {
     }
 
     /// The class of this collective's traffic in messages of `size_class`.
+    #[inline]
     pub fn class(self, size_class: u8) -> Class {
         Class::Collective {
             kind: self as u8,
@@ -141,6 +142,7 @@ impl TagLayout {
     }
 
     /// The class of a message with `tag` on a private duplicate.
+    #[inline]
     pub fn class_of(&self, tag: i32) -> Class {
         Class::Collective {
             kind: (tag as u32 >> KIND_SHIFT & 31) as u8,

@@ -363,8 +363,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         None => write!(
             out,
             "    match runtime() {{\n        \
-             Some(rt) => unsafe {{ shim_side({args}{comma}rt) }},\n        \
              // SAFETY: the caller's arguments, as MPI requires them.\n        \
+             Some(rt) => unsafe {{ shim_side({args}{comma}rt) }},\n        \
+             // SAFETY: as above.\n        \
              None => unsafe {{ next::{name}({args}) }},\n    \
              }}\n}}\n\n"
         )

@@ -11,8 +11,8 @@ use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_void};
 
 pub use crate::ffi::{
-    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
-    MPI_Request, MPI_Status, BUILT_FOR,
+    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info,
+    MPI_Message, MPI_Op, MPI_Request, MPI_Status, BUILT_FOR,
 };
 
 /// Each exported call as MPI makes it.
@@ -70,10 +70,13 @@ pub fn cancelled_status(source: c_int, tag: c_int) -> MPI_Status {
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE`, null, or points to a writable `MPI_Status`.
 pub unsafe fn store_status(out: *mut MPI_Status, status: &MPI_Status) {
-    if !ignored(out) {
-        let error = (*out).MPI_ERROR;
-        *out = *status;
-        (*out).MPI_ERROR = error;
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        if !ignored(out) {
+            let error = (*out).MPI_ERROR;
+            *out = *status;
+            (*out).MPI_ERROR = error;
+        }
     }
 }
 
@@ -83,9 +86,12 @@ pub unsafe fn store_status(out: *mut MPI_Status, status: &MPI_Status) {
 /// # Safety
 /// As for [`store_status`].
 pub unsafe fn store_status_with_error(out: *mut MPI_Status, status: &MPI_Status, err: Code) {
-    if !ignored(out) {
-        *out = *status;
-        (*out).MPI_ERROR = err;
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        if !ignored(out) {
+            *out = *status;
+            (*out).MPI_ERROR = err;
+        }
     }
 }
 
@@ -177,9 +183,12 @@ pub fn comm_duplicate_quietly(comm: MPI_Comm) -> Result<MPI_Comm, Code> {
 /// # Safety
 /// `out` stays at one address until the request completes.
 pub unsafe fn comm_idup(comm: MPI_Comm, out: *mut MPI_Comm) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    check(PMPI_Comm_idup(comm, out, &mut request))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        check(PMPI_Comm_idup(comm, out, &mut request))?;
+        Ok(request)
+    }
 }
 
 pub fn comm_free(comm: &mut MPI_Comm) {
@@ -202,6 +211,7 @@ pub fn raise(comm: MPI_Comm, code: Code) -> Code {
 
 /// True when an error raised on `comm` ends the program (the default handlers).
 pub fn errors_are_fatal(comm: MPI_Comm) -> bool {
+    // SAFETY: a handle is a plain value (an int or a pointer), zero until MPI writes it.
     let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
     // SAFETY: out-pointer is a valid local; the handle MPI returns is freed below.
     unsafe {
@@ -283,28 +293,31 @@ pub unsafe fn irecv(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Irecv_c(
-        buf,
-        count,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Irecv(
-        buf,
-        count as c_int,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Irecv_c(
+            buf,
+            count,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Irecv(
+            buf,
+            count as c_int,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// # Safety
@@ -317,28 +330,31 @@ pub unsafe fn isend(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Isend_c(
-        buf,
-        count,
-        datatype,
-        dest,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Isend(
-        buf,
-        count as c_int,
-        datatype,
-        dest,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Isend_c(
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Isend(
+            buf,
+            count as c_int,
+            datatype,
+            dest,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// Receives a matched message at once; the status and MPI's code.
@@ -351,12 +367,15 @@ pub unsafe fn mrecv(
     datatype: MPI_Datatype,
     message: &mut MPI_Message,
 ) -> (MPI_Status, Code) {
-    let mut status = zeroed_status();
-    #[cfg(large_count)]
-    let err = PMPI_Mrecv_c(buf, count, datatype, message, &mut status);
-    #[cfg(not(large_count))]
-    let err = PMPI_Mrecv(buf, count as c_int, datatype, message, &mut status);
-    (status, err)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut status = zeroed_status();
+        #[cfg(large_count)]
+        let err = PMPI_Mrecv_c(buf, count, datatype, message, &mut status);
+        #[cfg(not(large_count))]
+        let err = PMPI_Mrecv(buf, count as c_int, datatype, message, &mut status);
+        (status, err)
+    }
 }
 
 /// # Safety
@@ -367,18 +386,21 @@ pub unsafe fn imrecv(
     datatype: MPI_Datatype,
     message: &mut MPI_Message,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Imrecv_c(buf, count, datatype, message, &mut request))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Imrecv(
-        buf,
-        count as c_int,
-        datatype,
-        message,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Imrecv_c(buf, count, datatype, message, &mut request))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Imrecv(
+            buf,
+            count as c_int,
+            datatype,
+            message,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// `MPI_Iprobe`: the status of the earliest matching message MPI holds, if any.
@@ -469,28 +491,31 @@ pub unsafe fn recv_init(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Recv_init_c(
-        buf,
-        count,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Recv_init(
-        buf,
-        count as c_int,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Recv_init_c(
+            buf,
+            count,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Recv_init(
+            buf,
+            count as c_int,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 // ---- generalized requests ----------------------------------------------------------------
@@ -507,15 +532,18 @@ pub unsafe fn grequest_start(
     cancel: CancelFn,
     state: *mut c_void,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    check(PMPI_Grequest_start(
-        Some(query),
-        Some(free),
-        Some(cancel),
-        state,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        check(PMPI_Grequest_start(
+            Some(query),
+            Some(free),
+            Some(cancel),
+            state,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 pub fn grequest_complete(request: MPI_Request) {
@@ -545,8 +573,11 @@ impl Drop for Duplicate {
 
 // SAFETY: handles are plain values; MPI allows a datatype's use from any thread.
 unsafe impl Send for HeldType {}
+// SAFETY: as above.
 unsafe impl Sync for HeldType {}
+// SAFETY: as above.
 unsafe impl Send for Duplicate {}
+// SAFETY: as above.
 unsafe impl Sync for Duplicate {}
 
 impl HeldType {
@@ -645,7 +676,8 @@ pub unsafe fn pack(
     position: &mut c_int,
     comm: MPI_Comm,
 ) -> Result<(), Code> {
-    check(PMPI_Pack(buf, count, datatype, out, room, position, comm))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe { check(PMPI_Pack(buf, count, datatype, out, room, position, comm)) }
 }
 
 /// # Safety
@@ -659,9 +691,12 @@ pub unsafe fn unpack(
     datatype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> Result<(), Code> {
-    check(PMPI_Unpack(
-        packed, len, position, buf, count, datatype, comm,
-    ))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        check(PMPI_Unpack(
+            packed, len, position, buf, count, datatype, comm,
+        ))
+    }
 }
 
 /// `count` elements of `datatype` at `buf`, packed: what a replaced buffer sends.
@@ -674,41 +709,44 @@ pub unsafe fn packed_copy(
     datatype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> Result<Vec<u8>, Code> {
-    #[cfg(large_count)]
-    {
-        let mut size: Count = 0;
-        check(PMPI_Pack_size_c(count, datatype, comm, &mut size))?;
-        let mut packed = vec![0u8; size.max(0) as usize];
-        let mut position: Count = 0;
-        check(PMPI_Pack_c(
-            buf,
-            count,
-            datatype,
-            packed.as_mut_ptr().cast(),
-            size,
-            &mut position,
-            comm,
-        ))?;
-        packed.truncate(position as usize);
-        Ok(packed)
-    }
-    #[cfg(not(large_count))]
-    {
-        let mut size = 0;
-        check(PMPI_Pack_size(count as c_int, datatype, comm, &mut size))?;
-        let mut packed = vec![0u8; size.max(0) as usize];
-        let mut position = 0;
-        pack(
-            buf,
-            count as c_int,
-            datatype,
-            packed.as_mut_ptr().cast(),
-            size,
-            &mut position,
-            comm,
-        )?;
-        packed.truncate(position as usize);
-        Ok(packed)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        #[cfg(large_count)]
+        {
+            let mut size: Count = 0;
+            check(PMPI_Pack_size_c(count, datatype, comm, &mut size))?;
+            let mut packed = vec![0u8; size.max(0) as usize];
+            let mut position: Count = 0;
+            check(PMPI_Pack_c(
+                buf,
+                count,
+                datatype,
+                packed.as_mut_ptr().cast(),
+                size,
+                &mut position,
+                comm,
+            ))?;
+            packed.truncate(position as usize);
+            Ok(packed)
+        }
+        #[cfg(not(large_count))]
+        {
+            let mut size = 0;
+            check(PMPI_Pack_size(count as c_int, datatype, comm, &mut size))?;
+            let mut packed = vec![0u8; size.max(0) as usize];
+            let mut position = 0;
+            pack(
+                buf,
+                count as c_int,
+                datatype,
+                packed.as_mut_ptr().cast(),
+                size,
+                &mut position,
+                comm,
+            )?;
+            packed.truncate(position as usize);
+            Ok(packed)
+        }
     }
 }
 
@@ -725,7 +763,8 @@ pub unsafe fn reduce_local(
     datatype: MPI_Datatype,
     op: MPI_Op,
 ) -> Result<(), Code> {
-    check(PMPI_Reduce_local(input, inout, count, datatype, op))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe { check(PMPI_Reduce_local(input, inout, count, datatype, op)) }
 }
 
 pub fn op_commutative(op: MPI_Op) -> Result<bool, Code> {
@@ -812,8 +851,8 @@ pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
         let mut flag = 0;
         // SAFETY: `value` holds 15 characters and the terminating NUL.
         unsafe { PMPI_Info_get(info, key.as_ptr(), 15, value.as_mut_ptr(), &mut flag) };
-        // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
         (flag != 0).then(|| {
+            // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
             unsafe { std::ffi::CStr::from_ptr(value.as_ptr()) }
                 .to_string_lossy()
                 .into_owned()
@@ -842,17 +881,21 @@ pub mod user {
         comm: MPI_Comm,
         status: *mut MPI_Status,
     ) -> c_int {
-        #[cfg(large_count)]
-        return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
-        #[cfg(not(large_count))]
-        return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe {
+            #[cfg(large_count)]
+            return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+            #[cfg(not(large_count))]
+            return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+        }
     }
 
     /// # Safety
     /// As for `MPI_Wait`.
     #[inline]
     pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-        PMPI_Wait(request, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Wait(request, status) }
     }
 
     /// # Safety
@@ -863,7 +906,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Test(request, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Test(request, flag, status) }
     }
 
     /// # Safety
@@ -873,7 +917,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Request_get_status(request, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Request_get_status(request, flag, status) }
     }
 
     /// # Safety
@@ -883,7 +928,8 @@ pub mod user {
         requests: *mut MPI_Request,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitall(count, requests, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitall(count, requests, statuses) }
     }
 
     /// # Safety
@@ -894,7 +940,8 @@ pub mod user {
         flag: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testall(count, requests, flag, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testall(count, requests, flag, statuses) }
     }
 
     /// # Safety
@@ -905,7 +952,8 @@ pub mod user {
         index: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitany(count, requests, index, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitany(count, requests, index, status) }
     }
 
     /// # Safety
@@ -917,7 +965,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testany(count, requests, index, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testany(count, requests, index, flag, status) }
     }
 
     /// # Safety
@@ -929,7 +978,8 @@ pub mod user {
         indices: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitsome(count, requests, outcount, indices, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitsome(count, requests, outcount, indices, statuses) }
     }
 
     /// # Safety
@@ -941,7 +991,8 @@ pub mod user {
         indices: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testsome(count, requests, outcount, indices, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testsome(count, requests, outcount, indices, statuses) }
     }
 }
 

@@ -53,8 +53,9 @@ pub struct CollComm {
     freed: AtomicBool,
 }
 
-// SAFETY: MPI handles are plain values.
+// SAFETY: MPI handles are plain values; the state that changes is atomic or locked.
 unsafe impl Send for CollComm {}
+// SAFETY: as above.
 unsafe impl Sync for CollComm {}
 
 impl CollComm {

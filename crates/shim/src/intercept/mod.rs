@@ -33,7 +33,7 @@ mod entry {
     use std::os::raw::{c_char, c_int, c_void};
 
     #[cfg(large_count)]
-    use crate::ffi::MPI_Count;
+    use crate::mpi::MPI_Count;
 
     include!(concat!(env!("OUT_DIR"), "/entry_points.rs"));
 }

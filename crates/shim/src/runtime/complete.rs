@@ -10,6 +10,7 @@
 //! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
+#![allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use super::request::{Operation, Request};
 use super::{Error, Runtime};

@@ -101,11 +101,11 @@ pub fn runtime() -> Option<&'static Runtime> {
 #[inline(always)]
 pub fn serial_runtime() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
-    // SAFETY: read only below MPI_THREAD_MULTIPLE (checked first).
-    if rt.multiple
-        || rt.finalized.load(Ordering::Relaxed)
-        || unsafe { thread::in_call_serial() }.is_some()
-    {
+    if rt.multiple || rt.finalized.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: below MPI_THREAD_MULTIPLE (checked above).
+    if unsafe { thread::in_call_serial() }.is_some() {
         return None;
     }
     Some(rt)

@@ -411,7 +411,7 @@ pub fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm) -> Result<Option<MPI_St
     Ok((flag != 0).then_some(status))
 }
 
-/// `MPI_Improbe`: the earliest matching message MPI holds, taken, if any.
+/// `MPI_Improbe`: the earliest matching message MPI holds, removed from its queue, if any.
 pub fn improbe(
     source: c_int,
     tag: c_int,

@@ -16,7 +16,7 @@
 //!    shim will queue. MPI matches an arriving message against its own posted receives before
 //!    the message can be probed, so a message that fits one of them goes to the earliest such,
 //!    which is older than every receive in the shim: what one ordered list does. A message
-//!    that fits none becomes unexpected in MPI; the drain takes MPI's unexpected messages
+//!    that fits none becomes unexpected in MPI; the drain moves MPI's unexpected messages
 //!    oldest first (per source, send order), so the engine sees them in a legal order.
 //! 2. Takeover to delegated, only when the shim holds no unexpected message of the
 //!    communicator, after its waiting receives were handed to MPI in posting order

@@ -39,7 +39,7 @@ pub enum Probe {
     /// `MPI_Probe`, `MPI_Iprobe`: the message stays queued.
     Peek,
     /// `MPI_Mprobe`, `MPI_Improbe`: the message leaves the queue with the probe.
-    Take,
+    Remove,
 }
 
 struct Unexpected<M> {
@@ -153,7 +153,7 @@ impl<M, W> Queues<M, W> {
         }
     }
 
-    /// Posts a receive: takes the earliest unexpected message that fits, or queues the receive
+    /// Posts a receive: finds the earliest unexpected message that fits, or queues the receive
     /// `make` makes of its key.
     pub fn post(&mut self, want: Pattern, make: impl FnOnce(Key) -> W) -> Posted<M> {
         let key = self.posted.vacant_key();
@@ -197,21 +197,21 @@ impl<M, W> Queues<M, W> {
         unexpected.message
     }
 
-    /// The earliest unexpected message that fits `want`; [`Probe::Take`] takes it.
+    /// The earliest unexpected message that fits `want`; [`Probe::Remove`] removes it.
     pub fn probe(&mut self, want: Pattern, probe: Probe) -> Option<M>
     where
         M: Clone,
     {
-        let take = probe == Probe::Take;
-        let found = self.timed(want.class.is_collective(), |e| e.probe(want, take))? as usize;
-        if take {
+        let remove = probe == Probe::Remove;
+        let found = self.timed(want.class.is_collective(), |e| e.probe(want, remove))? as usize;
+        if remove {
             Some(self.remove_unexpected(found))
         } else {
             Some(self.unexpected[found].message.clone())
         }
     }
 
-    /// Takes the receive waiting under `key` out of the queues; `None` if it is not waiting
+    /// Removes the receive waiting under `key` from the queues; `None` if it is not waiting
     /// (it matched).
     pub fn cancel(&mut self, key: Key) -> Option<W> {
         if !self.posted.contains(key) || !self.engine.cancel(key as u64) {
@@ -222,7 +222,7 @@ impl<M, W> Queues<M, W> {
         Some(waiting.waiter)
     }
 
-    /// Every waiting receive, in posting order, taken out of the queues: matching goes back to
+    /// Every waiting receive, in posting order, removed from the queues: matching goes back to
     /// MPI, and the executor hands them to it in this order before any receive posted later.
     pub fn give_back(&mut self) -> Vec<W> {
         let mut keys: Vec<Key> = self.posted.iter().map(|(key, _)| key).collect();
@@ -267,7 +267,7 @@ impl<M, W> Queues<M, W> {
         self.rebuild = false;
     }
 
-    /// Every waiting receive, taken out of the queues in no particular order: the
+    /// Every waiting receive, removed from the queues in no particular order: the
     /// communicator went away and they can no longer complete.
     pub fn abandon(&mut self) -> Vec<W> {
         let keys: Vec<Key> = self.posted.iter().map(|(key, _)| key).collect();
@@ -364,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn a_receive_takes_the_earliest_unexpected_message_that_fits() {
+    fn a_receive_finds_the_earliest_unexpected_message_that_fits() {
         let mut q = queues(EngineKind::List);
         assert!(q.arrive(env(1, 5), 10).is_none());
         assert!(q.arrive(env(0, 5), 11).is_none());
@@ -408,13 +408,13 @@ mod tests {
     }
 
     #[test]
-    fn probes_peek_or_take() {
+    fn probes_peek_or_remove() {
         let mut q = queues(EngineKind::Rank);
         q.arrive(env(3, 7), 70);
         assert_eq!(q.probe(want(ANY_SOURCE, ANY_TAG), Probe::Peek), Some(70));
         assert_eq!(q.queued(), (0, 1));
-        assert_eq!(q.probe(want(3, 8), Probe::Take), None);
-        assert_eq!(q.probe(want(3, 7), Probe::Take), Some(70));
+        assert_eq!(q.probe(want(3, 8), Probe::Remove), None);
+        assert_eq!(q.probe(want(3, 7), Probe::Remove), Some(70));
         assert_eq!(q.queued(), (0, 0));
     }
 
@@ -499,7 +499,7 @@ mod tests {
             4 => pattern().prop_map(Op::Post),
             4 => (0..3i32, 0..3i32).prop_map(|(s, t)| Op::Arrive(env(s, t))),
             2 => Just(Op::Drain),
-            1 => (pattern(), prop_oneof![Just(Probe::Peek), Just(Probe::Take)])
+            1 => (pattern(), prop_oneof![Just(Probe::Peek), Just(Probe::Remove)])
                 .prop_map(|(p, probe)| Op::Probe(p, probe)),
             1 => (0..8usize).prop_map(Op::Cancel),
         ]
@@ -552,7 +552,7 @@ mod tests {
                             q.drain(&mut mpi);
                             let at = list.unexpected.iter().position(|(_, e)| p.matches(e));
                             let want_msg = at.map(|i| list.unexpected[i].0);
-                            if *probe == Probe::Take {
+                            if *probe == Probe::Remove {
                                 if let Some(i) = at {
                                     list.unexpected.remove(i);
                                 }

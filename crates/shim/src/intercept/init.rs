@@ -3,7 +3,7 @@
 use crate::coll::COLLECTIVES;
 use crate::config::Config;
 use crate::mpi::{self, abi, next, BUILT_FOR};
-use crate::runtime::{install, installed, report, runtime, take_for_finalize, Client};
+use crate::runtime::{install, installed, report, runtime, for_finalize, Client};
 use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
 
@@ -146,7 +146,7 @@ pub unsafe fn init_thread(
 /// # Safety
 /// Called as `MPI_Finalize` is.
 pub unsafe fn finalize() -> c_int {
-    if let Some(rt) = take_for_finalize() {
+    if let Some(rt) = for_finalize() {
         let totals = rt.totals();
         if let Some(path) = &rt.config.report {
             if let Err(e) = report::append(path, &totals.report(rt)) {

@@ -261,7 +261,7 @@ pub unsafe fn mprobe(
             rt,
             target,
             Poll::UntilFound,
-            Probe::Take,
+            Probe::Remove,
             std::ptr::null_mut(),
             message,
             status,
@@ -280,5 +280,5 @@ pub unsafe fn improbe(
 ) -> Result {
     let target = target(rt, comm, source, tag, None)?;
     // SAFETY: the caller's flag, message and status.
-    unsafe { run::probe(rt, target, Poll::Once, Probe::Take, flag, message, status) }
+    unsafe { run::probe(rt, target, Poll::Once, Probe::Remove, flag, message, status) }
 }

@@ -409,7 +409,7 @@ impl Shim<'_> {
         posted
     }
 
-    /// The earliest matching unexpected message, after a drain; [`Probe::Take`] takes it.
+    /// The earliest matching unexpected message, after a drain; [`Probe::Remove`] removes it.
     pub fn probe(&mut self, want: Pattern, probe: Probe) -> Option<Message> {
         self.drain();
         self.locked.queues.probe(want, probe)

@@ -232,7 +232,7 @@ unsafe extern "C" fn comm_freed(
 }
 
 /// The runtime at `MPI_Finalize`, once: later calls pass through.
-pub fn take_for_finalize() -> Option<&'static Runtime> {
+pub fn for_finalize() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
     (!rt.finalized.swap(true, Ordering::AcqRel)).then_some(rt)
 }

@@ -460,7 +460,7 @@ pub enum Poll {
     UntilFound,
 }
 
-/// `Probe`/`Iprobe` ([`Probe::Peek`]) and `Mprobe`/`Improbe` ([`Probe::Take`]).
+/// `Probe`/`Iprobe` ([`Probe::Peek`]) and `Mprobe`/`Improbe` ([`Probe::Remove`]).
 pub unsafe fn probe(
     rt: &Runtime,
     target: Target,
@@ -470,14 +470,14 @@ pub unsafe fn probe(
     message: *mut MPI_Message,
     status: *mut MPI_Status,
 ) -> Result<Code, Error> {
-    let take = probe == Probe::Take;
+    let remove = probe == Probe::Remove;
     if target.is_proc_null() {
         // SAFETY: the caller's flag, message and status.
         unsafe {
             if !flag.is_null() {
                 *flag = 1;
             }
-            if take {
+            if remove {
                 *message = abi().message_no_proc;
             }
             store_status(status, &empty_status(abi().proc_null));
@@ -489,7 +489,7 @@ pub unsafe fn probe(
         let found = match comm.route(Caller::User) {
             Route::Mpi { timed, permit } => {
                 let probe = || {
-                    if take {
+                    if remove {
                         mpi::improbe(target.source, target.tag, comm.handle)
                     } else {
                         mpi::iprobe(target.source, target.tag, comm.handle)
@@ -517,7 +517,7 @@ pub unsafe fn probe(
             *flag = found.is_some() as c_int;
         }
         if let Some((msg, st)) = found {
-            if take {
+            if remove {
                 *message = msg;
             }
             store_status(status, &st);

@@ -105,6 +105,8 @@ struct Call {
     plain: Option<String>,
     native: Option<String>,
     raw: Option<String>,
+    /// The handler is the nonblocking form's: it gets a null request.
+    blocking: bool,
     large_count: bool,
     mpi4: bool,
     fortran_openmpi: bool,
@@ -171,6 +173,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
             "large_count" => call.large_count = true,
+            "blocking" => call.blocking = true,
             "mpi4" => call.mpi4 = true,
             "fortran" => {
                 let (bindings, via) = match value.split_once(" via ") {
@@ -251,16 +254,21 @@ fn names(call: &Call) -> String {
         .join(", ")
 }
 
-/// The arguments as a handler takes them: counts as `MPI_Count`.
+/// The arguments as a handler takes them: counts as `MPI_Count`, and a null request for the
+/// blocking form of a nonblocking call's handler.
 fn handler_args(call: &Call) -> String {
-    call.args
+    let mut args: Vec<String> = call
+        .args
         .iter()
         .map(|a| match a.kind.as_str() {
             "Count" => format!("{} as Count", a.name),
             _ => a.name.clone(),
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    if call.blocking {
+        args.push("std::ptr::null_mut()".into());
+    }
+    args.join(", ")
 }
 
 fn c_name(call: &Call, large: bool) -> String {

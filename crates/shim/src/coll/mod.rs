@@ -194,11 +194,11 @@ struct CollStats {
 }
 
 impl CollStats {
-    fn record(&self, kind: Kind, nonblocking: bool, b: &Builder) {
+    fn record(&self, kind: Kind, form: Form, b: &Builder) {
         let c = &self.counters[kind as usize];
         for (i, v) in [
             1,
-            nonblocking as u64,
+            (form == Form::Nonblocking) as u64,
             b.received.0,
             b.received.1,
             b.sent.0,
@@ -352,8 +352,7 @@ impl Collectives {
         request: *mut MPI_Request,
         build: impl FnOnce(&mut Builder) -> Result<(), Invalid>,
     ) -> Result<Code, Error> {
-        let nonblocking = !request.is_null();
-        let form = if nonblocking {
+        let form = if !request.is_null() {
             Form::Nonblocking
         } else {
             Form::Blocking
@@ -365,14 +364,14 @@ impl Collectives {
             .start(comm)
             .map_err(|err| rt.raise(comm.handle, err))?;
         let call = state.next_call(form);
-        self.stats.record(kind, nonblocking, &b);
+        self.stats.record(kind, form, &b);
         let class = kind.class(b.size_class);
         let tag = self.tags().tag(call, form, kind, b.size_class);
         let mut schedule = b
-            .finish(state.clone(), comm, tag, class, nonblocking)
+            .finish(state.clone(), comm, tag, class, form)
             .map_err(|err| rt.raise(comm.handle, err))?;
         state.began(comm);
-        if !nonblocking {
+        if form == Form::Blocking {
             rt.wait_until(Some(comm), || schedule.step());
             state.finished(comm);
             if schedule.err != abi().success {

@@ -8,9 +8,9 @@
 use super::CollComm;
 use crate::matching::{Class, Pattern};
 use crate::mpi::{self, abi, Code, HeldType, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
-use crate::runtime::comm::{Caller, Channel, Comm, ReceivedBy, Recv, Route};
+use crate::runtime::comm::{Caller, Channel, Comm, Drain, ReceivedBy, Recv, Route};
 use crate::runtime::receive::{Buffer, Delivery, Landed, Stage};
-use matchshim_core::protocol::coll::{Data, Invalid, Plan, TypeInfo};
+use matchshim_core::protocol::coll::{Data, Form, Invalid, Plan, TypeInfo};
 use matchshim_core::protocol::Posted;
 use std::alloc::{alloc, dealloc, Layout};
 use std::os::raw::{c_int, c_void};
@@ -252,10 +252,10 @@ impl Builder {
         comm: &'static Comm,
         tag: c_int,
         class: Class,
-        nonblocking: bool,
+        form: Form,
     ) -> Result<Schedule, Code> {
         self.next_round();
-        let types = if nonblocking {
+        let types = if form == Form::Nonblocking {
             self.own_types()?
         } else {
             Vec::new()
@@ -432,7 +432,7 @@ impl Schedule {
                 };
                 let (comm, tag) = (self.comm, self.tag);
                 let mut made = None;
-                let posted = shim.post(want, false, |key| {
+                let posted = shim.post(want, Drain::Done, |key| {
                     let recv = Recv::new(
                         comm,
                         buffer.clone(),

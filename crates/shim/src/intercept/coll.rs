@@ -1,4 +1,5 @@
-//! Collective handlers. On intra-communicators the shim runs them itself (`crate::coll`); with
+//! Collective handlers, one per collective for its blocking form (a null request) and its
+//! nonblocking one. On intra-communicators the shim runs them itself (`crate::coll`); with
 //! `MATCHSHIM_COLL=native` and on inter-communicators they go to MPI, blocking ones always as
 //! their nonblocking forms waited for with the shim's progress (see `nonblocking_then_wait`):
 //! a receive waiting for the shim may be what a peer needs before it can join, and MPI never
@@ -24,34 +25,13 @@ type BufMut = *mut c_void;
 type Counts = *const c_int;
 type Type = MPI_Datatype;
 
-/// A blocking collective: the shim's schedule, or MPI's nonblocking form (`native`) waited for.
-fn blocking(
-    rt: &'static Runtime,
-    comm: MPI_Comm,
-    kind: Kind,
-    native: impl Native,
-    build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
-) -> Result {
-    match COLLECTIVES.comm(rt, comm)? {
-        // SAFETY: the buffers `build` names are the caller's, valid until the call returns.
-        Some(state) => unsafe { COLLECTIVES.run(rt, state, kind, std::ptr::null_mut(), build) },
-        None => {
-            let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
-            let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
-            if code != abi().success && native_comm.key() != comm.key() {
-                Err(rt.raise(comm, code))
-            } else {
-                Ok(code)
-            }
-        }
-    }
-}
-
-/// A nonblocking collective: the shim's schedule behind a generalized request, or MPI's own.
+/// Runs a collective: the shim's schedule (behind a generalized request when `request` is not
+/// null), or MPI's nonblocking form (`native`), waited for when the call is blocking.
 ///
 /// # Safety
-/// The buffers `build` names stay valid until the request completes; `request` is the caller's.
-unsafe fn nonblocking(
+/// The buffers `build` names stay valid until the call (or its request) completes; `request`
+/// is null or the caller's.
+unsafe fn collective(
     rt: &'static Runtime,
     comm: MPI_Comm,
     kind: Kind,
@@ -59,11 +39,19 @@ unsafe fn nonblocking(
     native: impl Native,
     build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
 ) -> Result {
-    match COLLECTIVES.comm(rt, comm)? {
-        // SAFETY: as the caller promises.
-        Some(state) => unsafe { COLLECTIVES.run(rt, state, kind, request, build) },
-        None => Ok(native(comm, request)),
-    }
+    let Some(state) = COLLECTIVES.comm(rt, comm)? else {
+        if !request.is_null() {
+            return Ok(native(comm, request));
+        }
+        let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
+        let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
+        if code != abi().success && native_comm.key() != comm.key() {
+            return Err(rt.raise(comm, code));
+        }
+        return Ok(code);
+    };
+    // SAFETY: as the caller promises.
+    unsafe { COLLECTIVES.run(rt, state, kind, request, build) }
 }
 
 /// A count per rank, from the caller's array (empty if there is none).
@@ -78,11 +66,7 @@ unsafe fn per_rank(counts: Counts, n: c_int) -> Vec<c_int> {
     unsafe { std::slice::from_raw_parts(counts, n.max(0) as usize) }.to_vec()
 }
 
-pub unsafe fn barrier(rt: &'static Runtime, comm: MPI_Comm, native: impl Native) -> Result {
-    blocking(rt, comm, Kind::Barrier, native, algorithms::barrier)
-}
-
-pub unsafe fn ibarrier(
+pub unsafe fn barrier(
     rt: &'static Runtime,
     comm: MPI_Comm,
     request: *mut MPI_Request,
@@ -90,7 +74,7 @@ pub unsafe fn ibarrier(
 ) -> Result {
     // SAFETY: the caller's request.
     unsafe {
-        nonblocking(
+        collective(
             rt,
             comm,
             Kind::Barrier,
@@ -101,22 +85,8 @@ pub unsafe fn ibarrier(
     }
 }
 
-pub unsafe fn bcast(
-    rt: &'static Runtime,
-    buffer: BufMut,
-    count: c_int,
-    datatype: Type,
-    root: c_int,
-    comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Bcast, native, |b| {
-        algorithms::bcast(b, buffer, count, datatype, root)
-    })
-}
-
 #[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ibcast(
+pub unsafe fn bcast(
     rt: &'static Runtime,
     buffer: BufMut,
     count: c_int,
@@ -127,8 +97,8 @@ pub unsafe fn ibcast(
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| algorithms::bcast(b, buffer, count, datatype, root);
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Bcast, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Bcast, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -141,31 +111,14 @@ pub unsafe fn reduce(
     op: MPI_Op,
     root: c_int,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Reduce, native, |b| {
-        algorithms::reduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op, root)
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ireduce(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    count: c_int,
-    datatype: Type,
-    op: MPI_Op,
-    root: c_int,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
         algorithms::reduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op, root)
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Reduce, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Reduce, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -177,30 +130,14 @@ pub unsafe fn allreduce(
     datatype: Type,
     op: MPI_Op,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Allreduce, native, |b| {
-        algorithms::allreduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op)
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iallreduce(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    count: c_int,
-    datatype: Type,
-    op: MPI_Op,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
         algorithms::allreduce(b, sendbuf.cast_mut(), recvbuf, count, datatype, op)
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Allreduce, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Allreduce, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -214,33 +151,6 @@ pub unsafe fn gather(
     recvtype: Type,
     root: c_int,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Gather, native, |b| {
-        algorithms::gather(
-            b,
-            sendbuf.cast_mut(),
-            sendcount,
-            sendtype,
-            recvbuf,
-            recvcount,
-            recvtype,
-            root,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn igather(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    recvtype: Type,
-    root: c_int,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -256,8 +166,8 @@ pub unsafe fn igather(
             root,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Gather, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Gather, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -272,43 +182,11 @@ pub unsafe fn gatherv(
     recvtype: Type,
     root: c_int,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Gatherv, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::gatherv(
-                b,
-                sendbuf.cast_mut(),
-                sendcount,
-                sendtype,
-                recvbuf,
-                Ints::of(recvcounts),
-                Ints::of(displs),
-                recvtype,
-                root,
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn igatherv(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcounts: Counts,
-    displs: Counts,
-    recvtype: Type,
-    root: c_int,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::gatherv(
                 b,
@@ -323,8 +201,8 @@ pub unsafe fn igatherv(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Gatherv, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Gatherv, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -338,33 +216,6 @@ pub unsafe fn scatter(
     recvtype: Type,
     root: c_int,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Scatter, native, |b| {
-        algorithms::scatter(
-            b,
-            sendbuf.cast_mut(),
-            sendcount,
-            sendtype,
-            recvbuf,
-            recvcount,
-            recvtype,
-            root,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iscatter(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    recvtype: Type,
-    root: c_int,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -380,8 +231,8 @@ pub unsafe fn iscatter(
             root,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Scatter, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Scatter, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -396,43 +247,11 @@ pub unsafe fn scatterv(
     recvtype: Type,
     root: c_int,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Scatterv, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::scatterv(
-                b,
-                sendbuf.cast_mut(),
-                Ints::of(sendcounts),
-                Ints::of(displs),
-                sendtype,
-                recvbuf,
-                recvcount,
-                recvtype,
-                root,
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iscatterv(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcounts: Counts,
-    displs: Counts,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    recvtype: Type,
-    root: c_int,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::scatterv(
                 b,
@@ -447,8 +266,8 @@ pub unsafe fn iscatterv(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Scatterv, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Scatterv, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -461,31 +280,6 @@ pub unsafe fn allgather(
     recvcount: c_int,
     recvtype: Type,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Allgather, native, |b| {
-        algorithms::allgather(
-            b,
-            sendbuf.cast_mut(),
-            sendcount,
-            sendtype,
-            recvbuf,
-            recvcount,
-            recvtype,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iallgather(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    recvtype: Type,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -500,8 +294,8 @@ pub unsafe fn iallgather(
             recvtype,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Allgather, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Allgather, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -515,41 +309,11 @@ pub unsafe fn allgatherv(
     displs: Counts,
     recvtype: Type,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Allgatherv, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::allgatherv(
-                b,
-                sendbuf.cast_mut(),
-                sendcount,
-                sendtype,
-                recvbuf,
-                Ints::of(recvcounts),
-                Ints::of(displs),
-                recvtype,
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iallgatherv(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcounts: Counts,
-    displs: Counts,
-    recvtype: Type,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::allgatherv(
                 b,
@@ -563,8 +327,8 @@ pub unsafe fn iallgatherv(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Allgatherv, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Allgatherv, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -577,31 +341,6 @@ pub unsafe fn alltoall(
     recvcount: c_int,
     recvtype: Type,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Alltoall, native, |b| {
-        algorithms::alltoall(
-            b,
-            sendbuf.cast_mut(),
-            sendcount,
-            sendtype,
-            recvbuf,
-            recvcount,
-            recvtype,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ialltoall(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcount: c_int,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    recvtype: Type,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -616,8 +355,8 @@ pub unsafe fn ialltoall(
             recvtype,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Alltoall, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Alltoall, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -632,43 +371,11 @@ pub unsafe fn alltoallv(
     rdispls: Counts,
     recvtype: Type,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Alltoallv, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::alltoallv(
-                b,
-                sendbuf.cast_mut(),
-                Ints::of(sendcounts),
-                Ints::of(sdispls),
-                sendtype,
-                recvbuf,
-                Ints::of(recvcounts),
-                Ints::of(rdispls),
-                recvtype,
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ialltoallv(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcounts: Counts,
-    sdispls: Counts,
-    sendtype: Type,
-    recvbuf: BufMut,
-    recvcounts: Counts,
-    rdispls: Counts,
-    recvtype: Type,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::alltoallv(
                 b,
@@ -683,8 +390,8 @@ pub unsafe fn ialltoallv(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Alltoallv, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Alltoallv, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -699,43 +406,11 @@ pub unsafe fn alltoallw(
     rdispls: Counts,
     recvtypes: *const Type,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Alltoallw, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::alltoallw(
-                b,
-                sendbuf.cast_mut(),
-                Ints::of(sendcounts),
-                Ints::of(sdispls),
-                Types::of(sendtypes),
-                recvbuf,
-                Ints::of(recvcounts),
-                Ints::of(rdispls),
-                Types::of(recvtypes),
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ialltoallw(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    sendcounts: Counts,
-    sdispls: Counts,
-    sendtypes: *const Type,
-    recvbuf: BufMut,
-    recvcounts: Counts,
-    rdispls: Counts,
-    recvtypes: *const Type,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::alltoallw(
                 b,
@@ -750,8 +425,8 @@ pub unsafe fn ialltoallw(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Alltoallw, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Alltoallw, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -763,37 +438,11 @@ pub unsafe fn reduce_scatter(
     datatype: Type,
     op: MPI_Op,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::ReduceScatter, native, |b| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the call returns.
-        unsafe {
-            algorithms::reduce_scatter(
-                b,
-                sendbuf.cast_mut(),
-                recvbuf,
-                &per_rank(recvcounts, b.size()),
-                datatype,
-                op,
-            )
-        }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ireduce_scatter(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    recvcounts: Counts,
-    datatype: Type,
-    op: MPI_Op,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
     let build = |b: &mut Builder| {
-        // SAFETY: the caller's arrays, one entry per rank, valid until the request completes.
+        // SAFETY: the caller's arrays, one entry per rank, valid while the call runs.
         unsafe {
             algorithms::reduce_scatter(
                 b,
@@ -805,8 +454,8 @@ pub unsafe fn ireduce_scatter(
             )
         }
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::ReduceScatter, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::ReduceScatter, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -818,23 +467,6 @@ pub unsafe fn reduce_scatter_block(
     datatype: Type,
     op: MPI_Op,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::ReduceScatterBlock, native, |b| {
-        let counts = vec![recvcount; b.size().max(0) as usize];
-        algorithms::reduce_scatter(b, sendbuf.cast_mut(), recvbuf, &counts, datatype, op)
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn ireduce_scatter_block(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    recvcount: c_int,
-    datatype: Type,
-    op: MPI_Op,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -842,8 +474,8 @@ pub unsafe fn ireduce_scatter_block(
         let counts = vec![recvcount; b.size().max(0) as usize];
         algorithms::reduce_scatter(b, sendbuf.cast_mut(), recvbuf, &counts, datatype, op)
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::ReduceScatterBlock, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::ReduceScatterBlock, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -855,30 +487,6 @@ pub unsafe fn scan(
     datatype: Type,
     op: MPI_Op,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Scan, native, |b| {
-        algorithms::scan(
-            b,
-            sendbuf.cast_mut(),
-            recvbuf,
-            count,
-            datatype,
-            op,
-            Prefix::Inclusive,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iscan(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    count: c_int,
-    datatype: Type,
-    op: MPI_Op,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -893,8 +501,8 @@ pub unsafe fn iscan(
             Prefix::Inclusive,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Scan, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Scan, request, native, build) }
 }
 
 #[allow(clippy::too_many_arguments)] // MPI's own
@@ -906,30 +514,6 @@ pub unsafe fn exscan(
     datatype: Type,
     op: MPI_Op,
     comm: MPI_Comm,
-    native: impl Native,
-) -> Result {
-    blocking(rt, comm, Kind::Exscan, native, |b| {
-        algorithms::scan(
-            b,
-            sendbuf.cast_mut(),
-            recvbuf,
-            count,
-            datatype,
-            op,
-            Prefix::Exclusive,
-        )
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // MPI's own
-pub unsafe fn iexscan(
-    rt: &'static Runtime,
-    sendbuf: Buf,
-    recvbuf: BufMut,
-    count: c_int,
-    datatype: Type,
-    op: MPI_Op,
-    comm: MPI_Comm,
     request: *mut MPI_Request,
     native: impl Native,
 ) -> Result {
@@ -944,6 +528,6 @@ pub unsafe fn iexscan(
             Prefix::Exclusive,
         )
     };
-    // SAFETY: the caller's buffers, valid until the request completes.
-    unsafe { nonblocking(rt, comm, Kind::Exscan, request, native, build) }
+    // SAFETY: the caller's buffers and request.
+    unsafe { collective(rt, comm, Kind::Exscan, request, native, build) }
 }

@@ -3,7 +3,7 @@
 use crate::coll::COLLECTIVES;
 use crate::config::Config;
 use crate::mpi::{self, abi, next, BUILT_FOR};
-use crate::runtime::{install, installed, report, runtime, for_finalize, Client};
+use crate::runtime::{for_finalize, install, installed, report, runtime, Client};
 use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
 

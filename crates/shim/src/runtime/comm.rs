@@ -56,7 +56,7 @@ impl Process {
         }
     }
 
-    /// Some receive in the process needs the shim's progress.
+    /// How many receives in the process need the shim's progress.
     #[inline]
     pub fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
@@ -297,6 +297,15 @@ impl Permit<'_> {
     }
 }
 
+/// When a posting asks MPI for the messages it holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// Around the posting, as `Queues::post_drained` does (a user's receive).
+    Around,
+    /// Not: the caller drained already (a schedule, once per round).
+    Done,
+}
+
 /// The communicator's queues, held locked: the calls that go through the shim.
 pub struct Shim<'a> {
     comm: &'static Comm,
@@ -381,13 +390,12 @@ impl Shim<'_> {
         self.locked.drain(self.comm);
     }
 
-    /// Posts a receive that `make` builds of its key if it must wait; `drain`: MPI is asked
-    /// for what it holds around the posting (see `Queues::post_drained`), else the caller
-    /// drained already.
+    /// Posts a receive that `make` builds of its key if it must wait, MPI asked for what it
+    /// holds as `drain` says.
     pub fn post(
         &mut self,
         want: Pattern,
-        drain: bool,
+        drain: Drain,
         make: impl FnOnce(Key) -> Arc<Recv>,
     ) -> Posted<Message> {
         let comm = self.comm;
@@ -398,10 +406,9 @@ impl Shim<'_> {
             recv
         };
         let (queues, mut inbox) = self.locked.inbox(comm);
-        let posted = if drain {
-            queues.post_drained(&mut inbox, want, make)
-        } else {
-            queues.post(want, make)
+        let posted = match drain {
+            Drain::Around => queues.post_drained(&mut inbox, want, make),
+            Drain::Done => queues.post(want, make),
         };
         if progress {
             comm.add_pending(1);

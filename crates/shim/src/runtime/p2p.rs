@@ -5,7 +5,7 @@
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::comm::{Caller, Channel, Comm, ReceivedBy, Recv, Route};
+use super::comm::{Caller, Channel, Comm, Drain, ReceivedBy, Recv, Route};
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Stage};
 use super::request::{self, Operation, Persistent, Request};
@@ -177,7 +177,7 @@ pub unsafe fn recv(
         }
         Route::Shim(mut shim) => {
             let mut made = None;
-            let posted = shim.post(target.pattern(), true, |key| {
+            let posted = shim.post(target.pattern(), Drain::Around, |key| {
                 let recv = queued_recv(&target, buf.clone(), ReceivedBy::Caller, key);
                 made = Some(recv.clone());
                 recv
@@ -270,7 +270,7 @@ unsafe fn irecv_in_shim(
     let comm = target.comm;
     let mut held = Ok(());
     let mut made = None;
-    let posted = shim.post(target.pattern(), true, |key| {
+    let posted = shim.post(target.pattern(), Drain::Around, |key| {
         // The user may free a derived datatype while the receive waits.
         let datatype = HeldType::hold(buf.datatype.handle()).unwrap_or_else(|err| {
             held = Err(err);
@@ -431,7 +431,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
         }
         Route::Shim(mut shim) => {
             let mut made = None;
-            let posted = shim.post(target.pattern(), true, |key| {
+            let posted = shim.post(target.pattern(), Drain::Around, |key| {
                 let recv = queued_recv(&target, p.buffer.clone(), ReceivedBy::Progress, key);
                 made = Some(recv.clone());
                 recv

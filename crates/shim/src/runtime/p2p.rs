@@ -126,15 +126,15 @@ unsafe fn post_delegated(
     )
 }
 
-/// A receive of the shim's, queued: `Recv` with the user's envelope.
-fn queued_recv(target: &Target, buffer: Buffer, received_by: ReceivedBy, key: usize) -> Arc<Recv> {
+/// A receive of the user's the shim runs, at `stage`.
+fn user_recv(target: &Target, buffer: Buffer, received_by: ReceivedBy, stage: Stage) -> Arc<Recv> {
     Recv::new(
         target.comm,
         buffer,
         (target.source, target.tag),
         Channel::Main,
         received_by,
-        Stage::Queued(key),
+        stage,
     )
 }
 
@@ -178,7 +178,7 @@ pub unsafe fn recv(
         Route::Shim(mut shim) => {
             let mut made = None;
             let posted = shim.post(target.pattern(), Drain::Around, |key| {
-                let recv = queued_recv(&target, buf.clone(), ReceivedBy::Caller, key);
+                let recv = user_recv(&target, buf.clone(), ReceivedBy::Caller, Stage::Queued(key));
                 made = Some(recv.clone());
                 recv
             });
@@ -253,7 +253,7 @@ unsafe fn irecv_proc_null(
     target: Target,
     request: *mut MPI_Request,
 ) -> Result<Code, Error> {
-    let recv = queued_recv(&target, buf, ReceivedBy::Progress, 0);
+    let recv = user_recv(&target, buf, ReceivedBy::Progress, Stage::Done);
     recv.finish(empty_status(abi().proc_null), abi().success);
     // SAFETY: the caller's request.
     unsafe { register_op(rt, recv, target.comm, request) }
@@ -280,7 +280,7 @@ unsafe fn irecv_in_shim(
             datatype,
             ..buf.clone()
         };
-        let recv = queued_recv(&target, buffer, ReceivedBy::Progress, key);
+        let recv = user_recv(&target, buffer, ReceivedBy::Progress, Stage::Queued(key));
         made = Some(recv.clone());
         recv
     });
@@ -405,7 +405,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
     };
     // Completed at once with the status MPI defines, which MPICH 4.0.2 gets wrong.
     if target.is_proc_null() {
-        let recv = queued_recv(&target, p.buffer.clone(), ReceivedBy::Progress, 0);
+        let recv = user_recv(&target, p.buffer.clone(), ReceivedBy::Progress, Stage::Done);
         recv.finish(empty_status(abi().proc_null), abi().success);
         *p.current.lock() = Some(recv);
         return Ok(abi().success);
@@ -432,14 +432,21 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
         Route::Shim(mut shim) => {
             let mut made = None;
             let posted = shim.post(target.pattern(), Drain::Around, |key| {
-                let recv = queued_recv(&target, p.buffer.clone(), ReceivedBy::Progress, key);
+                let recv = user_recv(
+                    &target,
+                    p.buffer.clone(),
+                    ReceivedBy::Progress,
+                    Stage::Queued(key),
+                );
                 made = Some(recv.clone());
                 recv
             });
             let recv = match posted {
                 Posted::Queued(_) => made.expect("made when queued"),
                 Posted::Found(message) => {
-                    let recv = queued_recv(&target, p.buffer.clone(), ReceivedBy::Progress, 0);
+                    // Landed at once, under the communicator's lock: never seen queued.
+                    let stage = Stage::Matched(message);
+                    let recv = user_recv(&target, p.buffer.clone(), ReceivedBy::Progress, stage);
                     shim.land_now(recv.clone(), message);
                     recv
                 }

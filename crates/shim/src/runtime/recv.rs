@@ -155,7 +155,7 @@ impl RecvOp {
     }
 
     pub fn finish_cancelled(&self) {
-        self.finish(mpi::cancelled_status(self.source, self.tag), abi().success);
+        self.finish(mpi::cancelled_status(), abi().success);
     }
 }
 

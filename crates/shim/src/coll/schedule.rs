@@ -317,7 +317,7 @@ impl Schedule {
                         }
                         Matched::Message(message, status) => {
                             let (_, receive) = self.waiting.swap_remove(i);
-                            let taken = receive.take(message, &status, Delivery::Soon);
+                            let taken = receive.take(message, &status, dup, Delivery::Soon);
                             self.taken(taken)
                         }
                         Matched::Request(request) => {
@@ -428,7 +428,7 @@ impl Schedule {
         match queues.post(comm, rt, want, waiter) {
             Posted::Found(arrived) => {
                 drop(queues);
-                self.taken(receive.take(arrived.message, &arrived.status, Delivery::Soon))
+                self.taken(receive.take(arrived.message, &arrived.status, dup, Delivery::Soon))
             }
             Posted::Queued(key) => {
                 self.waiting.push((key, receive));

@@ -134,8 +134,10 @@ pub struct Queues {
     replaced: EngineStats,
     arrived: Slab<Arrived>,
     posted: Slab<Waiter>,
-    /// Receives whose request MPI completes (see `RecvState::Receiving`).
+    /// Receives whose request MPI completes (see `RecvState::Receiving`): messages the shim
+    /// matched, and (`handed`) receives handed to MPI to match.
     receiving: Vec<Arc<RecvOp>>,
+    handed: Vec<Arc<RecvOp>>,
     /// Clock ticks spent inside the engine: point-to-point, collective.
     pub match_ticks: [u64; 2],
     posted_order: Order,
@@ -213,6 +215,7 @@ impl Comm {
                 arrived: Slab::new(),
                 posted: Slab::new(),
                 receiving: Vec::new(),
+                handed: Vec::new(),
                 match_ticks: [0; 2],
                 posted_order: Order::default(),
                 arrived_order: Order::default(),
@@ -243,7 +246,7 @@ impl Comm {
     pub fn progress(&'static self, rt: &Runtime) {
         if let Some(mut queues) = self.queues.try_lock() {
             queues.drain(self, rt);
-            if !queues.receiving.is_empty() {
+            if !queues.receiving.is_empty() || !queues.handed.is_empty() {
                 queues.finish_received(self, rt);
             }
         }
@@ -515,7 +518,10 @@ impl Queues {
         message: MPI_Message,
         status: &MPI_Status,
     ) {
-        match op.receive.take(message, status, Delivery::Soon) {
+        match op
+            .receive
+            .take(message, status, comm.handle, Delivery::Soon)
+        {
             Taken::Done(status, err) => {
                 op.finish(status, err);
                 rt.add_pending(comm, -1);
@@ -528,20 +534,18 @@ impl Queues {
     }
 
     fn finish_received(&mut self, comm: &'static Comm, rt: &Runtime) {
-        let before = self.receiving.len();
-        self.receiving.retain(|op| {
-            let RecvState::Receiving(mut request) = op.state() else {
-                return false;
+        let mut finished = finish_tested(&mut self.receiving);
+        if !self.handed.is_empty() {
+            // A receive MPI matched may fail (truncated); MPI would raise that through the
+            // communicator or world now, but it is the error of the user's call that completes
+            // the receive, raised there.
+            let _quiet = if comm.is_freed() {
+                mpi::Quiet::new(&[abi().comm_world])
+            } else {
+                mpi::Quiet::new(&[comm.handle, abi().comm_world])
             };
-            match mpi::test(&mut request) {
-                Some((status, err)) => {
-                    op.finish(status, err);
-                    false
-                }
-                None => true,
-            }
-        });
-        let finished = before - self.receiving.len();
+            finished += finish_tested(&mut self.handed);
+        }
         if finished > 0 {
             rt.add_pending(comm, -(finished as isize));
         }
@@ -577,7 +581,7 @@ impl Queues {
                     match posted {
                         Ok(request) => {
                             op.set_state(RecvState::Receiving(request));
-                            self.receiving.push(op);
+                            self.handed.push(op);
                         }
                         Err(err) => {
                             op.finish(mpi::zeroed_status(), err);
@@ -642,4 +646,22 @@ impl Queues {
         self.signals.reset();
         comm.takeover.set(Mode::Takeover, rt.clock.elapsed_ns());
     }
+}
+
+/// Finishes the receives among `ops` whose request MPI completed; how many.
+fn finish_tested(ops: &mut Vec<Arc<RecvOp>>) -> usize {
+    let before = ops.len();
+    ops.retain(|op| {
+        let RecvState::Receiving(mut request) = op.state() else {
+            return false;
+        };
+        match mpi::test(&mut request) {
+            Some((status, err)) => {
+                op.finish(status, err);
+                false
+            }
+            None => true,
+        }
+    });
+    before - ops.len()
 }

@@ -271,7 +271,7 @@ impl Runtime {
                 }
                 let posted = self.post_delegated(&target, buf, timed, permit);
                 match posted {
-                    Ok(mut request) => self.wait_real(&mut request),
+                    Ok(mut request) => self.wait_receive(&mut request, comm),
                     Err(err) => return Ok(err),
                 }
             }
@@ -284,7 +284,12 @@ impl Runtime {
                 match queues.post_drained(comm, self, target.pattern(), waiter) {
                     Posted::Found(arrived) => {
                         drop(queues);
-                        taken(receive.take(arrived.message, &arrived.status, Delivery::Now))
+                        taken(receive.take(
+                            arrived.message,
+                            &arrived.status,
+                            comm.handle,
+                            Delivery::Now,
+                        ))
                     }
                     Posted::Queued(key) => {
                         drop(queues);
@@ -294,10 +299,28 @@ impl Runtime {
             }
         };
         store_status(status, &result);
+        if code != abi().success {
+            // The shim's own calls returned it quietly; MPI_Recv raises through `comm`.
+            return Err(self.raise(comm.handle, code));
+        }
         Ok(code)
     }
 
-    /// Waits for the blocking receive posted under `key` and receives its message.
+    /// Waits for a real request of a blocking receive on `comm` with its error returned, not
+    /// raised (MPICH's `Wait` and `Test` would raise it through `MPI_COMM_WORLD`, Open MPI's
+    /// through `comm`): the caller raises it as `MPI_Recv` does.
+    fn wait_receive(&self, request: &mut MPI_Request, comm: &Comm) -> (MPI_Status, Code) {
+        let raising = if cfg!(mpich) {
+            abi().comm_world
+        } else {
+            comm.handle
+        };
+        let _quiet = mpi::Quiet::new(&[raising]);
+        self.wait_real(request)
+    }
+
+    /// Waits for the blocking receive posted under `key` and receives its message; an error
+    /// comes back unraised.
     pub fn await_blocking(
         &self,
         comm: &'static Comm,
@@ -313,9 +336,9 @@ impl Runtime {
         });
         match matched {
             Matched::Message(message, status) => {
-                taken(receive.take(message, &status, Delivery::Now))
+                taken(receive.take(message, &status, comm.handle, Delivery::Now))
             }
-            Matched::Request(mut request) => self.wait_real(&mut request),
+            Matched::Request(mut request) => self.wait_receive(&mut request, comm),
             Matched::Failed(err) => (mpi::zeroed_status(), err),
             Matched::Waiting => unreachable!("waited for a match"),
         }
@@ -627,9 +650,12 @@ impl Runtime {
             Ok(request) => request,
             Err(err) => return Ok(err),
         };
-        let recv = self.recv(buf, target, status)?;
+        let recv = self.recv(buf, target, status);
         let (_, sent) = self.wait_real(&mut send);
-        Ok(if recv != abi().success { recv } else { sent })
+        match recv {
+            Ok(code) if code == abi().success => Ok(sent),
+            recv => recv,
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use super::comm::Comm;
 use super::request::{Completion, Operation};
 use super::Runtime;
-use crate::ffi::{MPI_Message, MPI_Request, MPI_Status};
+use crate::ffi::{MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
 use crate::mpi::{self, abi, Code, Count, HeldType};
 use parking_lot::Mutex;
 use std::os::raw::{c_int, c_void};
@@ -53,11 +53,25 @@ impl Receive {
 
     /// Receives a message the shim matched to this receive: the one place where a matched
     /// message's bytes move (`MPI_Mrecv`, or `MPI_Imrecv` for large messages that need not
-    /// arrive at once). `status` is the matched probe's.
-    pub fn take(&self, mut message: MPI_Message, status: &MPI_Status, how: Delivery) -> Taken {
+    /// arrive at once). `status` is the matched probe's, `comm` the communicator it came on.
+    /// A message longer than the buffer is received at once with errors returned: MPI would
+    /// raise the truncation there, and it is the error of the user's call that completes the
+    /// receive, raised where MPI raises it.
+    pub fn take(
+        &self,
+        mut message: MPI_Message,
+        status: &MPI_Status,
+        comm: MPI_Comm,
+        how: Delivery,
+    ) -> Taken {
+        let bytes = mpi::byte_count(status);
+        let overflows = mpi::type_size(self.datatype.handle()).map_or(true, |size| {
+            bytes > (self.count as i64).saturating_mul(size)
+        });
+        let _quiet = overflows.then(|| mpi::Quiet::new(&[comm, abi().comm_world]));
         let now = match how {
             Delivery::Now => true,
-            Delivery::Soon => mpi::byte_count(status) <= EAGER_BYTES,
+            Delivery::Soon => overflows || bytes <= EAGER_BYTES,
         };
         // SAFETY: the buffer holds `count` elements of the datatype, as the user promised.
         unsafe {

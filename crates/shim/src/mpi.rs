@@ -10,9 +10,11 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_void};
 
+#[cfg(large_count)]
+pub use crate::ffi::MPI_Count;
 pub use crate::ffi::{
-    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info,
-    MPI_Message, MPI_Op, MPI_Request, MPI_Status, BUILT_FOR,
+    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+    MPI_Request, MPI_Status, BUILT_FOR,
 };
 
 /// Each exported call as MPI makes it.
@@ -56,9 +58,10 @@ pub fn empty_status(source: c_int) -> MPI_Status {
     status
 }
 
-pub fn cancelled_status(source: c_int, tag: c_int) -> MPI_Status {
-    let mut status = empty_status(source);
-    status.MPI_TAG = tag;
+/// A cancelled receive's status: only its cancelled flag has a meaning; the rest is the empty
+/// status, as Open MPI gives it.
+pub fn cancelled_status() -> MPI_Status {
+    let mut status = empty_status(abi().any_source);
     // SAFETY: status is a valid MPI_Status.
     unsafe { PMPI_Status_set_cancelled(&mut status, 1) };
     status
@@ -76,21 +79,6 @@ pub unsafe fn store_status(out: *mut MPI_Status, status: &MPI_Status) {
             let error = (*out).MPI_ERROR;
             *out = *status;
             (*out).MPI_ERROR = error;
-        }
-    }
-}
-
-/// `store_status` for a multiple-completion call that returns `MPI_ERR_IN_STATUS`: then every
-/// status gets its request's error.
-///
-/// # Safety
-/// As for [`store_status`].
-pub unsafe fn store_status_with_error(out: *mut MPI_Status, status: &MPI_Status, err: Code) {
-    // SAFETY: as the caller promises (see `# Safety`).
-    unsafe {
-        if !ignored(out) {
-            *out = *status;
-            (*out).MPI_ERROR = err;
         }
     }
 }
@@ -207,6 +195,45 @@ pub fn raise(comm: MPI_Comm, code: Code) -> Code {
     // SAFETY: plain call; an invalid comm makes MPI raise on its own.
     unsafe { PMPI_Comm_call_errhandler(comm, code) };
     code
+}
+
+/// While it lives, errors on its communicators come back as codes and raise nothing: for the
+/// shim's own calls whose error is the user's call to raise, where MPI would have. Their
+/// handlers are put back when it goes.
+pub struct Quiet {
+    saved: Vec<(MPI_Comm, MPI_Errhandler)>,
+}
+
+impl Quiet {
+    pub fn new(comms: &[MPI_Comm]) -> Quiet {
+        let saved = comms
+            .iter()
+            .map(|&comm| {
+                // SAFETY: a handle is a plain value, zero until MPI writes it.
+                let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
+                // SAFETY: plain calls on a valid communicator; the handle MPI made is freed
+                // once put back.
+                unsafe {
+                    PMPI_Comm_get_errhandler(comm, &mut handler);
+                    PMPI_Comm_set_errhandler(comm, abi().errors_return);
+                }
+                (comm, handler)
+            })
+            .collect();
+        Quiet { saved }
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        for (comm, handler) in self.saved.iter_mut().rev() {
+            // SAFETY: as in `new`.
+            unsafe {
+                PMPI_Comm_set_errhandler(*comm, *handler);
+                PMPI_Errhandler_free(handler);
+            }
+        }
+    }
 }
 
 /// True when an error raised on `comm` ends the program (the default handlers).
@@ -433,8 +460,11 @@ pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
     (flag != 0 || err != abi().success).then_some((status, err))
 }
 
-/// Whether a real request has completed, leaving it as it is.
+/// Whether a real request has completed, leaving it as it is. Its error, if it failed, is
+/// not raised (MPICH raises it here through `MPI_COMM_WORLD`): the call that completes it
+/// raises it.
 pub fn request_done(request: MPI_Request) -> bool {
+    let _quiet = cfg!(mpich).then(|| Quiet::new(&[abi().comm_world]));
     let mut flag = 0;
     // SAFETY: a live request handle; the status is ignored.
     unsafe { PMPI_Request_get_status(request, &mut flag, abi().status_ignore) };

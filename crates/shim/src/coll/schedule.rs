@@ -344,7 +344,7 @@ impl Schedule {
                         }
                         Stage::Matched(message) => {
                             let recv = self.waiting.swap_remove(i);
-                            let landed = recv.buffer.land(message, Delivery::Soon);
+                            let landed = recv.buffer.land(message, dup, Delivery::Soon);
                             self.landed(landed)
                         }
                         Stage::InMpi(request) => {
@@ -447,7 +447,7 @@ impl Schedule {
                 drop(shim);
                 match posted {
                     Posted::Found(message) => {
-                        let landed = buffer.land(message, Delivery::Soon);
+                        let landed = buffer.land(message, dup, Delivery::Soon);
                         self.landed(landed)
                     }
                     Posted::Queued(_) => {

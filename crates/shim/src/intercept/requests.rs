@@ -1,7 +1,7 @@
 //! Completion and request handlers. A call that touches none of the shim's requests, while
 //! nothing waits for the shim's progress, goes to MPI as it is (its `plain` test in
-//! `calls.list`); with statuses only where MPI fills them as the standard says
-//! (single-completion calls), since MPICH writes `MPI_ERROR` in the statuses of the others.
+//! `calls.list`; `Testany` only with its status ignored: the shim writes the empty status MPI
+//! defines where MPICH's `Testany` does not).
 
 use crate::mpi::{abi, Code, MPI_Request, MPI_Status};
 use crate::runtime::complete::{self, How};

@@ -186,11 +186,13 @@ impl Recv {
     }
 }
 
-/// What the communicator's lock guards: the protocol's queues and the receives whose
-/// request MPI completes (stage `InMpi`, received by progress).
+/// What the communicator's lock guards: the protocol's queues and the receives progress
+/// completes whose request MPI holds (stage `InMpi`): messages the shim matched
+/// (`receiving`), and receives handed to MPI to match (`handed`).
 pub struct Locked {
     queues: Queues<Message, Arc<Recv>>,
     receiving: Vec<Arc<Recv>>,
+    handed: Vec<Arc<Recv>>,
 }
 
 pub struct Comm {
@@ -368,7 +370,9 @@ impl Inbox<Message, Arc<Recv>> for MpiInbox<'_> {
 
 impl Locked {
     fn inbox(&mut self, comm: &'static Comm) -> (&mut Queues<Message, Arc<Recv>>, MpiInbox<'_>) {
-        let Locked { queues, receiving } = self;
+        let Locked {
+            queues, receiving, ..
+        } = self;
         let inbox = MpiInbox {
             comm,
             receiving,
@@ -454,6 +458,7 @@ impl Comm {
             locked: Mutex::new(Locked {
                 queues: Queues::new(process.engine, params, engine_for, Some(&process.clock)),
                 receiving: Vec::new(),
+                handed: Vec::new(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -566,7 +571,7 @@ impl Comm {
                 (Ok(request), ReceivedBy::Caller) => recv.set_stage(Stage::InMpi(request)),
                 (Ok(request), ReceivedBy::Progress) => {
                     recv.set_stage(Stage::InMpi(request));
-                    locked.receiving.push(recv);
+                    locked.handed.push(recv);
                 }
                 (Err(err), received_by) => {
                     recv.finish(mpi::zeroed_status(), err);
@@ -581,7 +586,7 @@ impl Comm {
 
     /// Receives a message matched to a receive that progress completes.
     fn land_now(&'static self, recv: Arc<Recv>, message: Message, receiving: &mut Vec<Arc<Recv>>) {
-        match recv.buffer.land(message, Delivery::Soon) {
+        match recv.buffer.land(message, self.handle, Delivery::Soon) {
             Landed::Done(status, err) => {
                 recv.finish(status, err);
                 self.add_pending(-1);
@@ -602,23 +607,18 @@ impl Comm {
         if self.takeover.mode() == Mode::Takeover {
             locked.drain(self);
         }
-        if locked.receiving.is_empty() {
-            return;
-        }
-        let before = locked.receiving.len();
-        locked.receiving.retain(|recv| {
-            let Stage::InMpi(mut request) = recv.stage() else {
-                return false;
+        let mut finished = finish_tested(&mut locked.receiving);
+        if !locked.handed.is_empty() {
+            // A receive MPI matched may fail (truncated); MPI would raise that through the
+            // communicator or world now, but it is the error of the user's call that completes
+            // the receive, raised there.
+            let _quiet = if self.is_freed() {
+                mpi::Quiet::new(&[abi().comm_world])
+            } else {
+                mpi::Quiet::new(&[self.handle, abi().comm_world])
             };
-            match mpi::test(&mut request) {
-                Some((status, err)) => {
-                    recv.finish(status, err);
-                    false
-                }
-                None => true,
-            }
-        });
-        let finished = before - locked.receiving.len();
+            finished += finish_tested(&mut locked.handed);
+        }
         if finished > 0 {
             self.add_pending(-(finished as isize));
         }
@@ -635,7 +635,7 @@ impl Comm {
                         self.add_pending(-1);
                     }
                     drop(locked);
-                    recv.finish(mpi::cancelled_status(recv.source, recv.tag), abi().success);
+                    recv.finish(mpi::cancelled_status(), abi().success);
                 }
             }
             Stage::InMpi(mut request) => {
@@ -689,4 +689,22 @@ impl Comm {
     pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
         self.locked.lock().queues.stats()
     }
+}
+
+/// Finishes the receives among `recvs` whose request MPI completed; how many.
+fn finish_tested(recvs: &mut Vec<Arc<Recv>>) -> usize {
+    let before = recvs.len();
+    recvs.retain(|recv| {
+        let Stage::InMpi(mut request) = recv.stage() else {
+            return false;
+        };
+        match mpi::test(&mut request) {
+            Some((status, err)) => {
+                recv.finish(status, err);
+                false
+            }
+            None => true,
+        }
+    });
+    before - recvs.len()
 }

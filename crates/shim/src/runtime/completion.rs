@@ -53,6 +53,23 @@ impl Completion {
         self.inner.lock().0.is_some()
     }
 
+    /// Parts with the generalized request that stands for the operation in one completion
+    /// call, which MPI did not complete there: it is completed (if the operation is not done,
+    /// it no longer will be through this request) and freed.
+    pub fn drop_stand_in(&self, mut stand_in: MPI_Request) {
+        let done = {
+            let mut inner = self.inner.lock();
+            if inner.1 == stand_in {
+                inner.1 = abi().request_null;
+            }
+            inner.0.is_some()
+        };
+        if !done {
+            mpi::grequest_complete(stand_in);
+        }
+        mpi::request_free(&mut stand_in);
+    }
+
     /// The generalized request `greq` stands for the operation now; true if it had already
     /// finished (then the request is completed at once).
     pub fn attach(&self, greq: MPI_Request) {

@@ -171,7 +171,7 @@ pub unsafe fn recv(
             }
             // SAFETY: the caller's buffer, waited for below.
             match unsafe { post_delegated(&target, &buf, (timed, permit)) } {
-                Ok(mut request) => rt.wait_real(&mut request),
+                Ok(mut request) => wait_receive(rt, &mut request, comm),
                 Err(err) => return Ok(err),
             }
         }
@@ -184,25 +184,41 @@ pub unsafe fn recv(
             });
             drop(shim);
             match posted {
-                Posted::Found(message) => buf.land(message, Delivery::Now).wait(),
+                Posted::Found(message) => buf.land(message, comm.handle, Delivery::Now).wait(),
                 Posted::Queued(_) => await_match(rt, &made.expect("made when queued")),
             }
         }
     };
     // SAFETY: the caller's status.
     unsafe { store_status(status, &result) };
+    if code != abi().success {
+        // The shim's own calls returned it quietly; MPI_Recv raises through its communicator.
+        return Err(rt.raise(comm.handle, code));
+    }
     Ok(code)
 }
 
+/// Waits for a real request of a blocking receive on `comm` with its error returned, not
+/// raised (MPICH's `Wait` and `Test` would raise it through `MPI_COMM_WORLD`, Open MPI's
+/// through `comm`): the caller raises it as `MPI_Recv` does.
+fn wait_receive(rt: &Runtime, request: &mut MPI_Request, comm: &Comm) -> (MPI_Status, Code) {
+    let raising = if cfg!(mpich) {
+        abi().comm_world
+    } else {
+        comm.handle
+    };
+    let _quiet = mpi::Quiet::new(&[raising]);
+    rt.wait_real(request)
+}
+
 /// Waits for a receive its caller lands (`ReceivedBy::Caller`) to leave its queue, then
-/// receives its message, or its request MPI completes.
+/// receives its message, or its request MPI completes; an error comes back unraised.
 pub fn await_match(rt: &Runtime, recv: &Recv) -> (MPI_Status, Code) {
-    rt.wait_until(Some(recv.comm), || {
-        !matches!(recv.stage(), Stage::Queued(_))
-    });
+    let comm = recv.comm;
+    rt.wait_until(Some(comm), || !matches!(recv.stage(), Stage::Queued(_)));
     match recv.stage() {
-        Stage::Matched(message) => recv.buffer.land(message, Delivery::Now).wait(),
-        Stage::InMpi(mut request) => rt.wait_real(&mut request),
+        Stage::Matched(message) => recv.buffer.land(message, comm.handle, Delivery::Now).wait(),
+        Stage::InMpi(mut request) => wait_receive(rt, &mut request, comm),
         Stage::Done => recv
             .done
             .outcome()
@@ -286,7 +302,7 @@ unsafe fn irecv_in_shim(
     });
     drop(shim);
     match posted {
-        Posted::Found(message) => match buf.land(message, Delivery::Request) {
+        Posted::Found(message) => match buf.land(message, comm.handle, Delivery::Request) {
             Landed::Moving(real) => {
                 // SAFETY: the caller's request.
                 unsafe { *request = real };
@@ -546,7 +562,10 @@ pub unsafe fn sendrecv(
         Err(err) => return Ok(err),
     };
     // SAFETY: the caller's arguments.
-    let recv = unsafe { recv(rt, buf, target, status) }?;
+    let recv = unsafe { recv(rt, buf, target, status) };
     let (_, sent) = rt.wait_real(&mut send);
-    Ok(if recv != abi().success { recv } else { sent })
+    match recv {
+        Ok(code) if code == abi().success => Ok(sent),
+        recv => recv,
+    }
 }

@@ -2,7 +2,9 @@
 //! matched ([`Buffer::land`]) or for a receive it hands to MPI ([`Buffer::post_to_mpi`]).
 //! Also the one state type of a receive's life ([`Stage`]).
 
-use crate::mpi::{self, Code, Count, HeldType, MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
+use crate::mpi::{
+    self, abi, Code, Count, HeldType, MPI_Comm, MPI_Message, MPI_Request, MPI_Status,
+};
 use matchshim_core::protocol::Key;
 use std::os::raw::{c_int, c_void};
 
@@ -80,14 +82,23 @@ impl Buffer {
         }
     }
 
-    /// Receives `message` into this buffer, as `how` says: the one place where a matched
-    /// message's bytes move.
-    pub fn land(&self, mut message: Message, how: Delivery) -> Landed {
-        let now = match how {
-            Delivery::Now => true,
-            Delivery::Soon => mpi::byte_count(&message.status) <= EAGER_BYTES,
-            Delivery::Request => false,
+    /// Receives `message`, which came on `comm`, into this buffer, as `how` says: the one
+    /// place where a matched message's bytes move. Received by the shim, a message longer
+    /// than the buffer is received at once with errors returned: MPI would raise the
+    /// truncation there, and it is the error of the user's call that completes the receive,
+    /// raised where MPI raises it. (Given to the user as a request, MPI reports it itself.)
+    pub fn land(&self, mut message: Message, comm: MPI_Comm, how: Delivery) -> Landed {
+        let (now, overflows) = match how {
+            Delivery::Request => (false, false),
+            Delivery::Now | Delivery::Soon => {
+                let bytes = mpi::byte_count(&message.status);
+                let overflows = mpi::type_size(self.datatype.handle())
+                    .map_or(true, |size| bytes > self.count.saturating_mul(size));
+                let now = how == Delivery::Now || overflows || bytes <= EAGER_BYTES;
+                (now, overflows)
+            }
         };
+        let _quiet = overflows.then(|| mpi::Quiet::new(&[comm, abi().comm_world]));
         let datatype = self.datatype.handle();
         // SAFETY: the buffer holds `count` elements of the datatype until the receive
         // completes, as the user promised.

@@ -628,6 +628,12 @@ impl Comm {
     /// one MPI holds is cancelled by MPI.
     pub fn cancel(&'static self, recv: &Recv) {
         let mut locked = self.locked.lock();
+        let queued = matches!(recv.stage(), Stage::Queued(_));
+        if queued && self.takeover.mode() == Mode::Takeover {
+            // Messages that reached MPI before the cancel match first, as they would have on
+            // arrival had MPI held the receive (then it is not cancelled).
+            locked.drain(self);
+        }
         match recv.stage() {
             Stage::Queued(key) => {
                 if locked.queues.cancel(key).is_some() {
@@ -638,10 +644,10 @@ impl Comm {
                     recv.finish(mpi::cancelled_status(), abi().success);
                 }
             }
-            Stage::InMpi(mut request) => {
+            Stage::InMpi(mut request) if !queued => {
                 mpi::cancel(&mut request);
             }
-            Stage::Matched(_) | Stage::Done => {}
+            Stage::InMpi(_) | Stage::Matched(_) | Stage::Done => {}
         }
     }
 

@@ -6,20 +6,25 @@
 //!
 //! One iteration posts `len` receives and lets their `len` messages arrive (or the other way
 //! round), so it is `len` matches and leaves the engine empty; the engine lives on across
-//! iterations, as it does in a run. `batch` and `gpu` take the arrivals as one burst, `batch/1`
-//! one by one. Without a device `gpu` is `bins`; `gpu/mirror` is its CPU tier as it runs beside
-//! a device (keeping the mapped mirror), `gpu/kernels` runs every burst through the kernels'
-//! host build. Two more tables set these tiers against `bins` from 64 to 65536 queued elements,
-//! and show what a communicator's MPI-4 assertions save.
+//! iterations, as it does in a run. Arrivals come as one burst, as the shim's drain hands them
+//! over; `batch/1` takes them one by one. `gpu` runs its kernels (their host build without a
+//! device) on bursts of `MATCHSHIM_GPU_BURST` (4096) or more; `gpu/mirror` is its CPU tier alone
+//! as it runs beside a device (noting changes for the device's copy), `gpu/kernels` runs every
+//! burst through the kernels' host build. The `burst` group sets bursts against arrivals one by
+//! one for the engines whose bursts differ, the `posts` group times posting alone (the gpu
+//! engine's host-side bookkeeping against `bins`). Two more tables set the gpu tiers against
+//! `bins` from 64 to 65536 queued elements, and show what a communicator's MPI-4 assertions
+//! save; `gpu_device` measures the engine on an NVIDIA device (skipped without one).
 //!
 //! Environment: `BENCH_PART` = `all` (default), `rates` (criterion only) or `tables`;
 //! `BENCH_ENGINES` = engine names, comma-separated, for the tables (default: all);
 //! `BENCH_ROUNDS` = rounds of the interleaved tables (default 25). Arguments naming tables
-//! (`interleaved`, `depth`, `memory`, `queues`, `gpu_tiers`, `assertions`) make only those.
+//! (`interleaved`, `depth`, `memory`, `queues`, `gpu_tiers`, `assertions`, `gpu_device`) make
+//! only those.
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
-use matchshim_core::matching::gpu::{GpuEngine, Tiers};
+use matchshim_core::matching::gpu::{GpuEngine, GpuParams, Launch};
 use matchshim_core::matching::{
     build_engine, Assertions, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId,
     Pattern, SearchStats, ANY_SOURCE,
@@ -311,15 +316,12 @@ fn workload(order: Order, len: usize) -> Workload {
     }
 }
 
-/// The engines measured: every kind, `batch` once more with arrivals one by one, and `gpu`
-/// once more with every burst through the kernels' host build.
+/// The engines measured: every kind with bursts, `batch` once more with arrivals one by one,
+/// and `gpu`'s tiers apart.
 fn engines() -> Vec<(EngineKind, String, bool)> {
     let mut list: Vec<_> = EngineKind::ALL
         .iter()
-        .map(|&kind| {
-            let burst = matches!(kind, EngineKind::Batch | EngineKind::Gpu);
-            (kind, kind.name().to_string(), burst)
-        })
+        .map(|&kind| (kind, kind.name().to_string(), true))
         .collect();
     list.push((EngineKind::Batch, "batch/1".to_string(), false));
     for (name, _) in GPU_TIERS {
@@ -329,7 +331,10 @@ fn engines() -> Vec<(EngineKind, String, bool)> {
 }
 
 /// The `gpu` engine's tiers measured apart from it.
-const GPU_TIERS: [(&str, Tiers); 2] = [("gpu/mirror", Tiers::CPU), ("gpu/kernels", Tiers::KERNELS)];
+const GPU_TIERS: [(&str, GpuParams); 2] = [
+    ("gpu/mirror", GpuParams::CPU),
+    ("gpu/kernels", GpuParams::KERNELS),
+];
 
 fn build(kind: EngineKind, name: &str, comm_size: usize) -> Box<dyn MatchEngine> {
     match GPU_TIERS.iter().find(|(tier, _)| *tier == name) {
@@ -407,6 +412,85 @@ fn matching_rate(c: &mut Criterion<CpuTime>) {
         }
         group.finish();
     }
+}
+
+/// An engine for a communicator of this many ranks.
+type MakeFor = fn(usize) -> Box<dyn MatchEngine>;
+
+/// Bursts against arrivals one by one, random order, for the engines whose bursts take another
+/// path (`bins` has none: its two rows measure the same path, a check of the method).
+fn burst_rate(c: &mut Criterion<CpuTime>) {
+    let mut group = c.benchmark_group("burst");
+    group.sampling_mode(SamplingMode::Flat);
+    let engines: [(&str, MakeFor); 5] = [
+        ("batch", |n| build_engine(EngineKind::Batch, &params(n))),
+        ("fuzzy", |n| build_engine(EngineKind::Fuzzy, &params(n))),
+        ("bins", |n| build_engine(EngineKind::Bins, &params(n))),
+        ("gpu/mirror", |n| {
+            Box::new(GpuEngine::host(&params(n), GpuParams::CPU))
+        }),
+        ("gpu/kernels", |n| {
+            Box::new(GpuEngine::host(&params(n), GpuParams::KERNELS))
+        }),
+    ];
+    for len in [256, 4096, LONG] {
+        let work = workload(Order::Random, len);
+        group.throughput(Throughput::Elements(len as u64));
+        for (name, make) in engines {
+            // Lists searched per message or per 64 messages take seconds at 65536.
+            if len == LONG && (name == "fuzzy" || name == "batch") {
+                continue;
+            }
+            for (burst, how) in [(true, "burst"), (false, "one-by-one")] {
+                group.bench_function(BenchmarkId::new(format!("{name}/{how}"), len), |b| {
+                    let mut engine = make(work.comm_size);
+                    run(engine.as_mut(), &work, burst);
+                    b.iter(|| run(engine.as_mut(), &work, burst))
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+/// ns per post, timing the posts alone (the arrivals that empty the queue again are not
+/// counted): what the gpu engine's notes for the device's copy add to its CPU tier.
+fn post_rate(c: &mut Criterion<CpuTime>) {
+    let mut group = c.benchmark_group("posts");
+    group.sampling_mode(SamplingMode::Flat);
+    let engines: [(&str, MakeFor); 4] = [
+        ("bins", |n| build_engine(EngineKind::Bins, &params(n))),
+        ("gpu", |n| build_engine(EngineKind::Gpu, &params(n))),
+        ("gpu/mirror", |n| {
+            Box::new(GpuEngine::host(&params(n), GpuParams::CPU))
+        }),
+        ("gpu/kernels", |n| {
+            Box::new(GpuEngine::host(&params(n), GpuParams::KERNELS))
+        }),
+    ];
+    for len in [256, 4096, LONG] {
+        let work = workload(Order::Random, len);
+        group.throughput(Throughput::Elements(len as u64));
+        for (name, make) in engines {
+            group.bench_function(BenchmarkId::new(name, len), |b| {
+                let mut engine = make(work.comm_size);
+                run(engine.as_mut(), &work, true);
+                b.iter_custom(|iterations| {
+                    let mut spent = 0;
+                    for _ in 0..iterations {
+                        let start = thread_ns();
+                        for (id, &want) in work.posts.iter().enumerate() {
+                            black_box(engine.post(want, id as u64));
+                        }
+                        spent += thread_ns() - start;
+                        arrive_all(engine.as_mut(), &work, true);
+                    }
+                    spent
+                })
+            });
+        }
+    }
+    group.finish();
 }
 
 /// Heap bytes per queued element of each engine holding `len` posted receives, and `len`
@@ -627,13 +711,14 @@ fn main() {
         .skip(1)
         .filter(|arg| !arg.starts_with('-'))
         .collect();
-    let tables: [(&str, fn()); 6] = [
+    let tables: [(&str, fn()); 7] = [
         ("interleaved", interleaved_tables),
         ("depth", depth),
         ("memory", memory),
         ("queues", queues),
         ("gpu_tiers", gpu_tiers),
         ("assertions", assertions),
+        ("gpu_device", gpu_device),
     ];
     let only_tables = !named.is_empty() && named.iter().all(|n| tables.iter().any(|t| t.0 == n));
     let part = std::env::var("BENCH_PART").unwrap_or_else(|_| "all".to_string());
@@ -645,6 +730,8 @@ fn main() {
             .sample_size(10)
             .configure_from_args();
         matching_rate(&mut c);
+        burst_rate(&mut c);
+        post_rate(&mut c);
         c.final_summary();
     }
     if part == "rates" || (!named.is_empty() && !only_tables) {
@@ -712,9 +799,11 @@ fn best_interleaved(makers: &[Make], work: &Workload, rounds: usize) -> Vec<f64>
 }
 
 /// The `gpu` engine's tiers against `bins`, random order, each arrival phase one burst: the CPU
-/// tier beside a device (`gpu/mirror`), the lookup kernel in order and claiming unordered (the communicator asserts
-/// no wildcards and overtaking), and with 10% `ANY_SOURCE` receives the scan kernel; kernels
-/// in their host build. Million matches per second, best of 5 interleaved rounds.
+/// tier beside a device (`gpu/mirror`), the ranking kernel in order and claiming unordered (the
+/// communicator asserts no wildcards and overtaking), and with 10% `ANY_SOURCE` receives the
+/// rounds; kernels in their host build, one thread after another, so this measures what the
+/// host pays around them, not what a device does. Million matches per second, best of 5
+/// interleaved rounds.
 fn gpu_tiers() {
     const ROUNDS: usize = 5;
     let unordered = EngineParams {
@@ -727,8 +816,8 @@ fn gpu_tiers() {
     };
     println!("\nM matches/s, random order, best of {ROUNDS} rounds (kernels: host build)\n");
     println!(
-        "| length | bins | mirror CPU tier | lookup kernel | lookup, unordered | \
-         bins, 10% wildcards | mirror CPU tier, 10% wildcards | scan kernel, 10% wildcards |"
+        "| length | bins | mirror CPU tier | ranks | ranks, unordered | \
+         bins, 10% wildcards | mirror CPU tier, 10% wildcards | rounds, 10% wildcards |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for len in [64, 256, 1024, 4096, 16384, 65536] {
@@ -738,12 +827,12 @@ fn gpu_tiers() {
             let n = work.comm_size;
             let mut makers: Vec<Make> = vec![
                 Box::new(|| build_engine(EngineKind::Bins, &params(n))),
-                Box::new(|| Box::new(GpuEngine::host(&params(n), Tiers::CPU))),
+                Box::new(|| Box::new(GpuEngine::host(&params(n), GpuParams::CPU))),
             ];
-            // The scan kernel compares every message with every receive: not the longest.
+            // The host build scans the wildcard log for each message in turn: not the longest.
             if order == Order::Random || len <= 4096 {
                 makers.push(Box::new(|| {
-                    Box::new(GpuEngine::host(&params(n), Tiers::KERNELS))
+                    Box::new(GpuEngine::host(&params(n), GpuParams::KERNELS))
                 }));
             }
             if order == Order::Random {
@@ -752,7 +841,7 @@ fn gpu_tiers() {
                     ..unordered
                 };
                 makers.push(Box::new(move || {
-                    Box::new(GpuEngine::host(&relaxed, Tiers::KERNELS))
+                    Box::new(GpuEngine::host(&relaxed, GpuParams::KERNELS))
                 }));
             }
             for ns in best_interleaved(&makers, &work, ROUNDS) {
@@ -764,6 +853,134 @@ fn gpu_tiers() {
         }
         println!("{row}");
     }
+}
+
+/// On an NVIDIA device (skipped without one): M matches/s and µs per burst of `bins` and of the
+/// gpu engine with every burst on the device, launched stream by stream and as a captured graph;
+/// exact, unordered (all three assertions) and exact with 10% `ANY_SOURCE` receives, random
+/// order; then ns per post. Wall-clock time (the device's work is not the thread's CPU time),
+/// best of `BENCH_ROUNDS` (default 5) rounds, the engines taking turns within a round. Every
+/// burst's matches are checked against `bins`' (unordered: each message got a receive of its
+/// own key, and as many matched). The smallest length from which `gpu` is faster is the burst
+/// threshold to set (`MATCHSHIM_GPU_BURST`).
+fn gpu_device() {
+    use std::time::Instant;
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let on_device = |params: &EngineParams, launch| {
+        let tiers = GpuParams {
+            burst: 1,
+            scan: usize::MAX,
+            launch,
+            chosen: true,
+        };
+        GpuEngine::device(params, tiers).map(|e| Box::new(e) as Box<dyn MatchEngine>)
+    };
+    if let Err(why) = on_device(&params(RANKS), Launch::Stream) {
+        println!("\n## gpu_device: skipped, no CUDA device ({why})");
+        return;
+    }
+    let relaxed = Assertions {
+        no_any_source: true,
+        no_any_tag: true,
+        allow_overtaking: true,
+    };
+    let lengths = [256, 1024, 4096, 16384, 65536, 262144, 1 << 20];
+    let cases = [
+        ("exact", Order::Random, Assertions::default()),
+        ("unordered", Order::Random, relaxed),
+        (
+            "exact, 10% ANY_SOURCE",
+            Order::Wildcards,
+            Assertions::default(),
+        ),
+    ];
+    let mut posts = Vec::new();
+    for (case, order, assertions) in cases {
+        println!("\n## gpu_device, {case}: M matches/s (µs per burst), best of {rounds} rounds\n");
+        println!("| length | bins | gpu, stream | gpu, graph | gpu / bins |");
+        println!("|---:|---:|---:|---:|---:|");
+        for len in lengths {
+            let work = workload(order, len);
+            let p = EngineParams {
+                assertions,
+                ..params(work.comm_size)
+            };
+            let mut engines: Vec<Box<dyn MatchEngine>> = vec![build_engine(EngineKind::Bins, &p)];
+            for launch in [Launch::Stream, Launch::Graph] {
+                engines.push(on_device(&p, launch).expect("the device was found above"));
+            }
+            // What bins gives, the reference for every burst.
+            let mut reference = build_engine(EngineKind::Bins, &p);
+            for (id, &want) in work.posts.iter().enumerate() {
+                reference.post(want, id as u64);
+            }
+            let mut expected = Vec::new();
+            reference.arrive_burst(&work.arrivals, &mut expected);
+            let key = |id: u64| {
+                let want = work.posts[id as usize];
+                (want.source, want.tag)
+            };
+            let (mut burst_s, mut post_s) = (vec![f64::MAX; 3], vec![f64::MAX; 3]);
+            let mut matched = Vec::new();
+            for _ in 0..rounds + 1 {
+                for (e, engine) in engines.iter_mut().enumerate() {
+                    let start = Instant::now();
+                    for (id, &want) in work.posts.iter().enumerate() {
+                        black_box(engine.post(want, id as u64));
+                    }
+                    post_s[e] = post_s[e].min(start.elapsed().as_secs_f64());
+                    matched.clear();
+                    let start = Instant::now();
+                    engine.arrive_burst(&work.arrivals, &mut matched);
+                    burst_s[e] = burst_s[e].min(start.elapsed().as_secs_f64());
+                    if assertions.allow_overtaking {
+                        for (got, (want, &(env, _))) in
+                            matched.iter().zip(expected.iter().zip(&work.arrivals))
+                        {
+                            assert_eq!(got.is_some(), want.is_some(), "{case} {len}");
+                            if let Some(got) = got {
+                                assert_eq!(key(*got), (env.source, env.tag), "{case} {len}");
+                            }
+                        }
+                    } else {
+                        assert_eq!(matched, expected, "{case} {len}: engine {e}");
+                    }
+                    assert_eq!(engine.queued(), (0, 0), "{case} {len}: engine {e}");
+                }
+            }
+            let cell = |s: f64| format!("{:.1} ({:.1})", len as f64 / s / 1e6, s * 1e6);
+            let best_gpu = burst_s[1].min(burst_s[2]);
+            println!(
+                "| {len} | {} | {} | {} | {:.2}× |",
+                cell(burst_s[0]),
+                cell(burst_s[1]),
+                cell(burst_s[2]),
+                burst_s[0] / best_gpu
+            );
+            if case == "exact" {
+                posts.push((len, post_s[0], post_s[1].min(post_s[2])));
+            }
+        }
+    }
+    println!("\n## gpu_device: ns per post, random order, best of {rounds} rounds\n");
+    println!("| length | bins | gpu | gpu / bins |");
+    println!("|---:|---:|---:|---:|");
+    for (len, bins, gpu) in posts {
+        let ns = |s: f64| s * 1e9 / len as f64;
+        println!(
+            "| {len} | {:.1} | {:.1} | {:.2}× |",
+            ns(bins),
+            ns(gpu),
+            gpu / bins
+        );
+    }
+    println!(
+        "\nkernel launches in this process: {}",
+        matchshim_core::matching::gpu::launches()
+    );
 }
 
 /// What a communicator's MPI-4 assertions save: ns per match of 4096 receives naming source

@@ -2,10 +2,12 @@
 # The main job: builds the shim and the matchshim command, then shows what the shim is for on a
 # program whose matching queues grow long (ci/bench/longqueue.c: 4096 messages queued, matched
 # in and against arrival order): the program natively and under the shim side by side, the
-# shim's matching report, and `matchshim compare` with its recommendation and plot.
+# shim's matching report, and `matchshim compare` with its recommendation and plot. Installs the
+# Debian packages it needs first (ci/packages.sh).
 #   ci/demo.sh [--mpi mpich|openmpi] [--repeat R]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/packages.sh"
 mpi=mpich
 repeat=3
 while [ $# -gt 0 ]; do
@@ -16,6 +18,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 root=$(repo_root)
+install_packages
 echo "== building the shim for $mpi (cargo)"
 build_shim "$mpi"
 lib=$(shim_lib_for "$mpi")
@@ -41,6 +44,6 @@ awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2
                printf "%-30s %10.3f %10.3f %7.2fx\n", n, native[n], shim[n], shim[n] / native[n] }' \
     "$out/native.txt" "$out/shim.txt" | sort
 
-echo "== matchshim compare: native and each engine, $repeat runs each, then a recommendation"
-timeout 600 "$matchshim" compare --mpi "$mpi" --lib "$lib" --engines col+pnp,bins --repeat "$repeat" \
+echo "== matchshim compare: native, list, the default engine and bins, $repeat runs each, then a recommendation"
+timeout 600 "$matchshim" compare --mpi "$mpi" --lib "$lib" --repeat "$repeat" \
     --out "$out/compare" --plot "$out/compare.svg" -n 2 -- "${app[@]}"

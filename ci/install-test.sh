@@ -24,6 +24,36 @@ for mpi in mpich openmpi; do
     "$cc" -O2 -Wno-stringop-overflow "$root/ld-preload-tests/demo.c" $flags -o "linked-$mpi"
 done
 
+# Stripped, with the debug information beside it and named by its debuglink.
+stripped() {
+    local file=$1 debug
+    debug="$(dirname "$file")/.debug/$(basename "$file").debug"
+    if readelf -S "$file" 2>/dev/null | grep -q '\.debug_info'; then
+        echo "install-test: $file keeps its debug information" >&2; return 1
+    fi
+    readelf -S "$debug" 2>/dev/null | grep -q '\.debug_info' || {
+        echo "install-test: $debug holds no debug information" >&2; return 1
+    }
+    readelf --string-dump=.gnu_debuglink "$file" | grep -q "$(basename "$debug")" || {
+        echo "install-test: $file has no debuglink to $(basename "$debug")" >&2; return 1
+    }
+}
+stripped "$prefix/bin/matchshim"
+for mpi in "${flavours[@]}"; do stripped "$prefix/lib/matchshim/$mpi/libmatchshim.so"; done
+# Man pages and completions from the command's own definition.
+for sub in "" -run -report -compare -replay -generate -figures -gpu; do
+    page="$prefix/share/man/man1/matchshim$sub.1"
+    man -l "$page" 2>/dev/null | grep -q "matchshim$sub" || {
+        echo "install-test: $page does not render" >&2; exit 1
+    }
+done
+grep -q -- "--engines" "$prefix/share/bash-completion/completions/matchshim"
+bash -c "source '$prefix/share/bash-completion/completions/matchshim' && complete -p matchshim" >/dev/null
+grep -q -- "compare" "$prefix/share/zsh/site-functions/_matchshim"
+grep -q -- "compare" "$prefix/share/fish/vendor_completions.d/matchshim.fish"
+for doc in LICENSE-MIT LICENSE-APACHE README.md; do [ -s "$prefix/share/doc/matchshim/$doc" ]; done
+echo "install-test: stripped with debug information beside, man pages and completions ok"
+
 # Runs in $PWD with what the prefix holds.
 run_installed() {
     set -euo pipefail
@@ -44,6 +74,16 @@ run_installed() {
         }
         echo "install-test: $mpi ok (matchshim run and -lmatchshim from $prefix)"
     done
+    # Debian's mpi4py (built for Open MPI) under `matchshim run` without --mpi: the command
+    # finds the MPI in mpi4py's own module, not from the first launcher it sees.
+    if [[ " $* " == *" openmpi "* ]] && /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+        timeout 120 "$prefix/bin/matchshim" run --out run-mpi4py -n 2 -- \
+            /usr/bin/python3 -m mpi4py.bench ringtest >mpi4py.out
+        python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["mpi"] == "openmpi", m' \
+            run-mpi4py/meta.json
+        grep -q "MPI matched" mpi4py.out || { cat mpi4py.out; return 1; }
+        echo "install-test: Debian's mpi4py ran under matchshim run with Open MPI's shim"
+    fi
 }
 export -f run_installed shim_ran launcher
 

@@ -11,7 +11,8 @@
 # shim case (an engine under a MATCHSHIM_TAKEOVER mode, default `auto`) passes when it exits
 # 0, prints `verdict: PASS`, its check lines equal the native run's, and its report
 # (MATCHSHIM_REPORT) holds every rank with that engine, so no program passes by bypassing the
-# shim; under `always`, the engines must also have matched messages.  A program marked
+# shim; under `always`, the engines must also have matched messages, and a program whose
+# header says `bursts: N` must show a burst of at least N messages drained at once.  A program marked
 # `native-known-fail: mpich` checks something that native MPICH gets wrong: natively it is
 # only reported, under the shim it must pass on its own.  Each run is killed after
 # $LD_PRELOAD_TESTS_TIMEOUT seconds (default 20).
@@ -122,6 +123,18 @@ ranks_of() {
     echo "${r:-2}"
 }
 
+# The burst size program $1's header asks for under `always` (empty if none).
+bursts_of() { sed -n 's/.*bursts: *\([0-9]*\).*/\1/p' "$(source_of "$1")" | head -n 1; }
+
+# True if the largest burst in report $1 has at least $2 messages.
+burst_seen() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if max(r.get("bursts", {}).get("largest", 0) for r in reps) >= int(sys.argv[2]) else 1)
+EOF
+}
+
 known_native_fail() {
     grep -Eq "native-known-fail:.*\<$2\>" "$(source_of "$1")"
 }
@@ -147,10 +160,15 @@ run_case() {
     if [ "$engine" = native ]; then
         timeout -k 5 "$run_timeout" "${cmd[@]}" "$bin" >"$out" 2>&1
     else
-        # env inside the command line: the launcher cannot drop the variables.
+        # env inside the command line: the launcher cannot drop the variables. The gpu
+        # engine's settings pass through from the caller.
+        local gpu_vars=()
+        for v in MATCHSHIM_GPU_BURST MATCHSHIM_GPU_SCAN MATCHSHIM_GPU_LAUNCH MATCHSHIM_NVRTC; do
+            [ -n "${!v:-}" ] && gpu_vars+=("$v=${!v}")
+        done
         timeout -k 5 "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$(shim_lib_for "$mpi")" \
             MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
-            "$bin" >"$out" 2>&1
+            "${gpu_vars[@]}" "$bin" >"$out" 2>&1
     fi
 }
 
@@ -245,6 +263,11 @@ for mpi in $mpis; do
                         why="the shim's report does not show every rank running $engine"
                         [ -n "$matched" ] && why="$why with messages matched by it"
                     fi
+                fi
+                want_burst=$(bursts_of "$prog")
+                if [ -z "$why" ] && [ "$mode" = always ] && [ -n "$want_burst" ] &&
+                    ! burst_seen "$report" "$want_burst"; then
+                    why="no burst of $want_burst messages in the shim's report"
                 fi
                 if [ -z "$why" ]; then
                     record PASS "$line"

@@ -2,14 +2,18 @@
 # Every test: the unit, property and model tests of the engines and the command's tests; the
 # exported symbols against the list of intercepted calls; the shim built for MPICH and Open MPI, installed into a prefix and run from there; errors as a
 # user sees them; the ld-preload programs (C and Fortran) natively and under the shim with
-# every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
-# with the default engine while matching goes back and forth between MPI and the shim (auto,
-# flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
+# every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), the
+# matching programs once more with every gpu burst and wildcard search through its kernels'
+# host build, and with the default engine while matching goes back and forth between MPI and
+# the shim (auto, flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
 # mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
-# applications across network-namespace hosts (Open MPI over TCP).
+# applications across network-namespace hosts (Open MPI over TCP). Installs the Debian packages
+# it needs first (ci/packages.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/packages.sh"
 cd "$(repo_root)"
+install_packages
 
 # The command's tests run the shim built beside it, and Open MPI's for its launcher.
 build_shim mpich
@@ -23,6 +27,8 @@ ci/gpu-ptx.sh
 ci/install-test.sh
 ci/fatal-tests.sh --mpi all
 ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover always
+MATCHSHIM_GPU_BURST=1 MATCHSHIM_GPU_SCAN=1 ci/ld-preload-tests.sh --mpi all --engines gpu \
+    --takeover always --only "p2p_burst p2p_order p2p_probe p2p_cancel p2p_comms p2p_threads f08_p2p"
 ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"

@@ -1,4 +1,4 @@
-/* The traffic of an adaptive mesh refinement code (the mixed MiniAMR mix of paper 004 §5.3).
+/* The traffic of an adaptive mesh refinement code (the mixed MiniAMR mix of Ghazimirsaeed et al. 2019, §5.3).
  *
  *   app_miniamr [-i steps] [-R every] [-r reps]
  *

@@ -1,4 +1,4 @@
-/* The traffic of an all-pairs N-body code (the point-to-point heavy Nbody mix of paper 004
+/* The traffic of an all-pairs N-body code (the point-to-point heavy Nbody mix of Ghazimirsaeed et al.
  * §5.3).
  *
  *   app_nbody [-b bodies] [-c chunks] [-i steps] [-e every] [-r reps]

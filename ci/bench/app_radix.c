@@ -1,4 +1,4 @@
-/* The traffic of a parallel radix sort (the collective-heavy Radix mix of paper 004 §5.3).
+/* The traffic of a parallel radix sort (the collective-heavy Radix mix of Ghazimirsaeed et al. 2019, §5.3).
  *
  *   app_radix [-n keys] [-i iters] [-r reps]
  *

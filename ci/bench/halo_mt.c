@@ -1,4 +1,4 @@
-/* Multithreaded halo exchange (Dosanjh et al., the halo pattern of paper 001 §2.3).
+/* Multithreaded halo exchange (the halo pattern of Dosanjh et al. 2018, §2.3).
  *
  *   halo_mt [-t threads] [-i iters] [-r reps] [-s size] [-d 1|2]
  *

@@ -27,15 +27,19 @@ pub enum Command {
     Run(RunArgs),
     /// Prints the summary of earlier runs
     Report(ReportArgs),
-    /// Runs a program natively and under each engine, and recommends one
+    /// Runs a program natively and under the shim's engines, and says whether to use the shim
+    /// and with which engine
     #[command(after_help = compare_examples())]
     Compare(CompareArgs),
     /// Runs recorded or generated traces through each engine with no MPI: search depths, search
     /// time speedups over list, queues and heap bytes per rank
     Replay(ReplayArgs),
-    /// Writes the traces of a ci/bench program on N ranks from a simulation of it on the shim
+    /// Writes the traces a program would leave on N ranks, from a simulation of it on the
+    /// shim: one of the traffic patterns the generator models, at any scale
+    #[command(after_long_help = generate_programs())]
     Generate(GenerateArgs),
-    /// Paper 004's Figs. 7-10 and paper 001's depth growth with threads, from generated traces:
+    /// The figures of Ghazimirsaeed et al. (2019, Figs. 7-10: search time speedups and queues
+    /// against n) and Dosanjh et al. (2018: search depth against threads) from generated traces:
     /// SVG figures and tables.md
     Figures(FiguresArgs),
     /// Wraps one rank's process (the launcher starts it): records its exit status and stderr
@@ -45,11 +49,23 @@ pub enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// Prints a completion script for SHELL (ci/install.sh installs them)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Writes a man page for the command and for each sub-command into DIR
+    #[command(name = "_man", hide = true)]
+    Man { dir: PathBuf },
     /// Prints the CUDA driver, devices and NVRTC the gpu engine finds
     Gpu {
-        /// Writes the kernels compiled to PTX for sm_70, sm_80 and sm_90 into DIR (needs NVRTC)
+        /// Writes the kernels compiled to PTX into DIR (needs NVRTC): for the first
+        /// architecture of each generation from sm_70 that NVRTC supports, or for --arch
         #[arg(long, value_name = "DIR")]
         ptx: Option<PathBuf>,
+        /// An architecture to compile for with --ptx, as 90 for sm_90 (repeatable)
+        #[arg(long, value_name = "N", requires = "ptx")]
+        arch: Vec<i32>,
     },
 }
 
@@ -60,8 +76,9 @@ pub struct LaunchArgs {
     /// then the program and its arguments. Without -n, COMMAND starts with a launcher
     #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ranks: Option<u32>,
-    /// The MPI the program uses [default: the one it links, else the launcher's, else the first
-    /// mpiexec on PATH]
+    /// The MPI the program uses [default: the one it loads (its ELF file's libraries, or for a
+    /// Python program those of mpi4py's module), else the launcher's, else the mpiexec first on
+    /// PATH, by its --version]
     #[arg(long, value_enum)]
     pub mpi: Option<Mpi>,
     /// The shim library [default: MATCHSHIM_LIB, else PREFIX/lib/matchshim/MPI/ beside this
@@ -103,9 +120,8 @@ pub struct RunArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
-    /// Engines to compare, comma-separated [default: all]; list and rank always run (the
-    /// baseline of speedups and the reference for queue counts)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names())]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = engine_names_or_all(),
+          help = compare_engines_help())]
     pub engines: Vec<String>,
     #[arg(long, value_name = "MODES", value_delimiter = ',', value_parser = coll_names(), help = coll_help())]
     pub coll: Vec<String>,
@@ -158,12 +174,15 @@ pub enum Machine {
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Ranks
+    /// Ranks (needed unless PROGRAM --help)
     #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
-    pub ranks: u32,
-    /// Directory for the traces (traces already in it are removed first)
+    pub ranks: Option<u32>,
+    /// Directory for the traces (needed unless PROGRAM --help)
     #[arg(long, value_name = "TRACE_DIR")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Replaces the traces TRACE_DIR already holds (without it, such a directory is refused)
+    #[arg(long)]
+    pub force: bool,
     #[arg(long, value_enum, default_value_t = Machine::Cluster)]
     pub machine: Machine,
     /// all, or K: rank 0, the last and evenly spaced ranks, K in all
@@ -172,8 +191,8 @@ pub struct GenerateArgs {
     /// Seed of the simulation's random choices
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// A ci/bench program and its options: coll hotspot, app_radix, app_nbody, app_miniamr,
-    /// halo_mt
+    /// The program and its options: coll hotspot, app_radix, app_nbody, app_miniamr or halo_mt
+    /// (`-- PROGRAM --help` says what it does and the options it takes)
     #[arg(
         value_name = "PROGRAM",
         required = true,
@@ -203,13 +222,16 @@ fn keep(text: &str) -> Result<Keep, String> {
 #[derive(Args, Debug)]
 pub struct FiguresArgs {
     /// Directory for the SVGs and tables.md
-    #[arg(long, value_name = "DIR", default_value = "benches/paper")]
+    #[arg(long, value_name = "DIR", default_value = "matchshim-figures")]
     pub out: PathBuf,
-    /// Communicator sizes of paper 004's figures, comma-separated
+    /// Replaces figures DIR already holds (without it, such a directory is refused)
+    #[arg(long)]
+    pub force: bool,
+    /// Communicator sizes of the figures after Ghazimirsaeed et al. (2019), comma-separated
     #[arg(long, value_name = "N1,N2,...", value_delimiter = ',', default_value = "64,256,1024,4096",
           value_parser = clap::value_parser!(u32).range(2..))]
     pub ranks: Vec<u32>,
-    /// Threads per rank of paper 001's figure, comma-separated
+    /// Threads per rank of the figure after Dosanjh et al. (2018), comma-separated
     #[arg(long, value_name = "T1,T2,...", value_delimiter = ',', default_value = "1,2,4,8,16",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Vec<u32>,
@@ -245,6 +267,23 @@ pub fn defaults() -> Config {
 
 fn engine_names() -> PossibleValuesParser {
     PossibleValuesParser::new(EngineKind::ALL.iter().map(|k| k.name()))
+}
+
+fn engine_names_or_all() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        EngineKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(std::iter::once("all")),
+    )
+}
+
+fn compare_engines_help() -> String {
+    format!(
+        "Engines to compare, comma-separated, or all [default: list,{},bins]; list always runs \
+         (the baseline of the speedups)",
+        defaults().engine.name()
+    )
 }
 
 fn coll_names() -> PossibleValuesParser {
@@ -332,6 +371,20 @@ fn setting(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Every program `generate` models, with its options.
+fn generate_programs() -> String {
+    let mut text =
+        "Programs (their sources are ci/bench/*.c in matchshim's source tree):\n".to_string();
+    for (_, usage) in matchshim_core::trace::generate::USAGE {
+        text.push_str(&format!("\n{usage}\n"));
+    }
+    text.push_str(
+        "\nExample:\n  matchshim generate -n 4096 --keep 16 --out nbody -- app_nbody -b 16 -c 2 -i 2\n  \
+         matchshim replay nbody",
+    );
+    text
+}
+
 fn run_examples() -> String {
     format!(
         "\
@@ -352,13 +405,16 @@ fn compare_examples() -> String {
     "\
 Examples:
   matchshim compare -n 4 -- ./app
-  matchshim compare --engines col+pnp,bins --takeover auto,always --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines all --repeat 5 --plot cmp.svg -n 4 -- ./app
+  matchshim compare --engines col+pnp,bins --takeover auto,always -n 4 -- ./app
   matchshim compare --engines col+pnp --coll shim,native -n 4 -- ./app
   matchshim compare --set MATCHSHIM_K=4,16 -- srun -n 64 ./app
 
-Runs the program natively and under every variant (engine x modes x --set values), in rounds, and
-ends with a recommendation: the variant to use, matching's share of the busiest rank's time, the
-gain to expect, and the queues it costs."
+Runs the program natively and under every variant (engine x modes x --set values), in rounds,
+after saying how many runs and about how long; measures the machine's load before and during
+them; and ends with a recommendation: not needed where matching is under 1 % of the busiest
+rank's time (or MPI matched every receive), else the variant to use, the gain to expect, the
+whole run against native, and the queues it costs. `matchshim report DIR` prints it again."
         .to_string()
 }
 
@@ -466,10 +522,17 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(g.keep, Keep::Sample(8));
+        assert_eq!(
+            (g.keep, g.ranks, g.force),
+            (Keep::Sample(8), Some(64), false)
+        );
         assert_eq!(g.machine, Machine::Cluster);
         assert_eq!(g.program, ["app_nbody", "-s", "3"]);
         assert!(parse("generate -n 1 --out t app_nbody").is_err());
+        let Command::Generate(g) = parse("generate -- app_nbody --help").unwrap().command else {
+            panic!()
+        };
+        assert_eq!((g.ranks, g.program.len()), (None, 2));
         assert!(parse("generate -n 4 --out t --keep 0 app_nbody").is_err());
         let Command::Figures(f) = parse("figures --ranks 64,256").unwrap().command else {
             panic!()

@@ -1,13 +1,14 @@
 //! `compare`: the program natively and under each variant (an engine and the values of the
-//! other variables), R times each, summed up as paper 004 (Ghazimirsaeed et al. 2019, §5) shows
-//! it (queue search time speedups over the linked list, queues against a queue per source),
-//! with the spread over the runs and a recommendation backed by those numbers.
+//! other variables), R times each, summed up as Ghazimirsaeed et al. (2019, §5) show it (queue
+//! search time speedups over the linked list, queues against a queue per source), with who
+//! matched (MPI or the shim), the whole run against native, the spread over the runs, the load
+//! of the machine, and a recommendation backed by those numbers.
 
-use crate::reports::{mean, Kind, RankReport};
+use crate::reports::{mean, Kind, RankReport, Tally};
 use crate::runs::Host;
 use crate::table::duration;
 use matchshim_core::matching::EngineKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{IsTerminal, Write};
 
 /// The baseline of the speedups (MPICH-like).
@@ -23,13 +24,15 @@ pub fn all_engines() -> Vec<String> {
         .collect()
 }
 
-/// The engines to run: the references first where missing, each once.
-pub fn with_references(engines: Vec<String>) -> Vec<String> {
+/// The engines `compare` runs unless told: the baseline, the shim's default and hash bins.
+pub fn default_engines(default: &str) -> Vec<String> {
+    with_references(&[BASELINE], vec![default.to_string(), "bins".to_string()])
+}
+
+/// The engines to run: `references` first where missing, each once.
+pub fn with_references(references: &[&str], engines: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for e in [BASELINE.to_string(), PER_SOURCE.to_string()]
-        .into_iter()
-        .chain(engines)
-    {
+    for e in references.iter().map(|r| r.to_string()).chain(engines) {
         if !out.contains(&e) {
             out.push(e);
         }
@@ -90,13 +93,14 @@ pub fn variants(engines: &[String], settings: &[(String, Vec<String>)]) -> Vec<V
 }
 
 /// One run under a variant: its reports and the whole run's wall time.
+#[derive(Clone)]
 pub struct Run {
     pub reports: Vec<RankReport>,
     pub wall_ns: u64,
 }
 
 /// A value over the runs.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Spread {
     pub median: u64,
     pub min: u64,
@@ -113,12 +117,12 @@ impl Spread {
     }
 
     /// Every run of `self` below every run of `other`.
-    fn below(&self, other: &Spread) -> bool {
+    pub fn below(&self, other: &Spread) -> bool {
         self.max < other.min
     }
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct EngineResult {
     /// The variant's label.
     pub engine: String,
@@ -143,12 +147,40 @@ pub struct EngineResult {
     pub wall: Spread,
     /// Native wall time over this one (medians).
     pub wall_speedup: Option<f64>,
+    /// Who matched, over ranks (medians over runs): receives MPI matched, takeovers, messages
+    /// the shim matched.
+    #[serde(default)]
+    pub mpi_matched: u64,
+    #[serde(default)]
+    pub takeovers: u64,
+    #[serde(default)]
+    pub shim_matched: u64,
+    /// The most takeovers of any one run.
+    #[serde(default)]
+    pub takeovers_max: u64,
+}
+
+/// Matching below this share of the busiest rank's time is not worth a shim: no engine can
+/// save more than it.
+pub const NEGLIGIBLE_SHARE: f64 = 0.01;
+
+/// What the recommendation comes to.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Matching is a negligible share of the time (or MPI matched everything): no shim.
+    NotNeeded,
+    /// Every run under the best variant was slower than every native run: no shim.
+    SlowerThanNative,
+    /// The variant named.
+    Use,
 }
 
 /// What to use, and why, from the comparison's own numbers.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct Recommendation {
-    /// The variant to use; `None` where the program runs measurably faster without the shim.
+    pub verdict: Verdict,
+    /// The variant to use; `None` where the shim is not needed or slower than native.
     pub variant: Option<String>,
     /// The variant the sentences are about (the one to use if the shim is used at all).
     pub considered: String,
@@ -166,12 +198,36 @@ pub struct Recommendation {
     pub lines: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// How busy the machine was, besides the runs.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Load {
+    pub cores: usize,
+    /// The 1-minute load average before the first run.
+    pub before: f64,
+    /// Cores other work kept busy during each run (CPU time of the machine less the runs' own,
+    /// over the run's wall time): median and max over runs.
+    pub others_median: f64,
+    pub others_max: f64,
+}
+
+impl Load {
+    /// Other work used enough of the machine to move the timings.
+    pub fn busy(&self) -> bool {
+        self.before >= 1.0 || self.others_median >= 0.5
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct Comparison {
     pub program: Vec<String>,
     pub mpi: String,
     pub ranks: usize,
     pub repeat: usize,
+    /// How each value was taken from the runs (`median of 3 runs`).
+    #[serde(default)]
+    pub measure: String,
+    #[serde(default)]
+    pub load: Option<Load>,
     pub native_wall: Spread,
     pub busiest_rank: usize,
     pub engines: Vec<EngineResult>,
@@ -211,11 +267,19 @@ fn share(part: i64, whole: u64) -> f64 {
     }
 }
 
-fn percent(share: f64) -> String {
-    if share < 0.1 && share > 0.0 {
-        format!("{:.1} %", share * 100.0)
+/// A share as a percentage with the digits it needs: `12 %`, `0.4 %`, `0.03 %`, `< 0.01 %`.
+pub fn percent(share: f64) -> String {
+    let p = share * 100.0;
+    if p == 0.0 {
+        "0 %".to_string()
+    } else if p < 0.01 {
+        "< 0.01 %".to_string()
+    } else if p < 0.1 {
+        format!("{p:.2} %")
+    } else if p < 1.0 {
+        format!("{p:.1} %")
     } else {
-        format!("{:.0} %", share * 100.0)
+        format!("{p:.0} %")
     }
 }
 
@@ -305,7 +369,13 @@ impl Comparison {
                         .map(|r| busiest_of(r, |x| x.wall_time_ns))
                         .collect(),
                 );
+                let tallies: Vec<Tally> = runs.iter().map(|r| Tally::over(&r.reports)).collect();
+                let who = |f: fn(&Tally) -> u64| median_u64(tallies.iter().map(f).collect());
                 EngineResult {
+                    mpi_matched: who(|t| t.mpi_matched),
+                    takeovers: who(|t| t.takeovers),
+                    takeovers_max: tallies.iter().map(|t| t.takeovers).max().unwrap_or(0),
+                    shim_matched: who(|t| t.shim_matched),
                     engine: variant.label(),
                     match_time_ns: all,
                     busiest_match_time_ns: busiest,
@@ -343,6 +413,11 @@ impl Comparison {
             mpi: mpi.to_string(),
             ranks,
             repeat,
+            measure: format!(
+                "median of {repeat} run{}",
+                if repeat == 1 { "" } else { "s" }
+            ),
+            load: None,
             native_wall,
             busiest_rank,
             engines,
@@ -359,7 +434,9 @@ pub fn with_range(s: &Spread) -> String {
     if s.min == s.max {
         return median;
     }
-    let unit = median.rsplit(' ').next().unwrap_or("ns");
+    // A zero median takes the unit of the largest run.
+    let unit = duration(if s.median == 0 { s.max } else { s.median });
+    let unit = unit.rsplit(' ').next().unwrap_or("ns");
     let scale = match unit {
         "s" => 1e9,
         "ms" => 1e6,
@@ -368,12 +445,20 @@ pub fn with_range(s: &Spread) -> String {
     };
     let digits = if scale == 1.0 { 0 } else { 1 };
     let number = |v: u64| format!("{:.digits$}", v as f64 / scale);
+    let median = if s.median == 0 {
+        format!("{} {unit}", number(0))
+    } else {
+        median
+    };
     format!("{median} ({}–{})", number(s.min), number(s.max))
 }
 
-/// The variant with the least matching time on the busiest rank, unless the shim's default is
-/// within the spread of it (then the default, which needs no setting); the shim as a whole is
-/// measured against native wall time, and native wins where every run under the shim is slower.
+/// The shim is not needed where matching is a negligible share of the busiest rank's time
+/// under every variant (MPI matched every receive, or the shim's engines matched little).
+/// Otherwise: among the variants that matched at all (a variant whose runs never took over has
+/// nothing to show), the one with the least matching time on the busiest rank, unless the shim's
+/// default is within its spread (then the default, which needs no setting); and the whole run
+/// under it against native, where native wins if every run under the shim was slower.
 fn recommend(
     engines: &[EngineResult],
     variants: &[&Variant],
@@ -384,82 +469,177 @@ fn recommend(
     mpi: &str,
 ) -> Recommendation {
     let base = &engines[base_at];
-    let best_at = (0..engines.len())
-        .min_by_key(|&i| (engines[i].busiest.median, i))
+    let most_at = (0..engines.len())
+        .max_by(|&a, &b| {
+            engines[a]
+                .matching_share
+                .total_cmp(&engines[b].matching_share)
+        })
         .unwrap_or(base_at);
+    let most = &engines[most_at];
+    let matched: Vec<usize> = (0..engines.len())
+        .filter(|&i| engines[i].busiest.median > 0)
+        .collect();
+    let best_at = matched
+        .iter()
+        .copied()
+        .min_by_key(|&i| (engines[i].busiest.median, i));
+    let pick_at = match (best_at, default_at) {
+        (Some(best), Some(d))
+            if matched.contains(&d) && !engines[best].busiest.below(&engines[d].busiest) =>
+        {
+            d
+        }
+        (Some(best), _) => best,
+        (None, _) => default_at.unwrap_or(base_at),
+    };
+    let negligible = most.matching_share < NEGLIGIBLE_SHARE;
+    // Where no shim is needed, the whole run is told under the default: what one would run.
     let pick_at = match default_at {
-        Some(d) if !engines[best_at].busiest.below(&engines[d].busiest) => d,
-        _ => best_at,
+        Some(d) if negligible => d,
+        _ => pick_at,
     };
     let pick = &engines[pick_at];
     let saved_ns = base.busiest.median as i64 - pick.busiest.median as i64;
     let saved_share = share(saved_ns, base.busiest_wall_ns);
-    let native_wins = native.below(&pick.wall);
-    let mut lines = vec![format!(
-        "matching is {} of rank {busiest_rank}'s time under {} ({} of {})",
-        percent(base.matching_share),
-        base.engine,
-        duration(base.busiest.median),
-        duration(base.busiest_wall_ns)
-    )];
-    if pick_at == base_at {
-        lines.push(format!(
-            "no engine matches measurably faster than {} on this program",
-            base.engine
-        ));
+    let native_wins = native.max > 0 && native.below(&pick.wall);
+    let verdict = if negligible {
+        Verdict::NotNeeded
+    } else if native_wins {
+        Verdict::SlowerThanNative
     } else {
-        lines.push(format!(
-            "{} matches {} faster there: {} instead of {}, saving about {} of that rank's time",
-            pick.engine,
-            crate::table::ratio(over(base.busiest.median as f64, pick.busiest.median as f64)),
-            with_range(&pick.busiest),
-            with_range(&base.busiest),
-            percent(saved_share)
-        ));
-    }
-    if pick_at != best_at {
-        let best = &engines[best_at];
-        lines.push(format!(
-            "{} matched fastest ({}), within the spread of the default {} ({}): keep the default",
-            best.engine,
-            with_range(&best.busiest),
-            pick.engine,
-            with_range(&pick.busiest)
-        ));
-    }
-    let verdict = if native_wins {
-        "slower than native in every run"
-    } else if pick.wall.below(native) {
-        "faster than native in every run"
-    } else {
-        "within the spread of native"
+        Verdict::Use
     };
-    lines.push(format!(
-        "whole run under {}: {} against native {}'s {}, {verdict}",
-        pick.engine,
-        with_range(&pick.wall),
-        mpi,
-        with_range(native),
-    ));
-    let reference = |name: &str| {
-        engines
+    let mut lines = Vec::new();
+    let took_over = engines
+        .iter()
+        .any(|e| e.takeovers_max > 0 || e.busiest.max > 0);
+    if !took_over {
+        let receives = engines.iter().map(|e| e.mpi_matched).max().unwrap_or(0);
+        lines.push(format!(
+            "MPI matched every receive ({receives} in a run) in every run: queues never grew \
+             long enough for the shim to take over"
+        ));
+    }
+    if most.busiest.median == 0 {
+        let busiest_shim = engines
             .iter()
-            .find(|e| e.engine == name)
-            .map(|e| format!("{name} {}", e.queues_max))
-    };
-    let references: Vec<String> = [BASELINE, PER_SOURCE]
-        .into_iter()
-        .filter(|name| *name != pick.engine)
-        .filter_map(reference)
-        .collect();
-    lines.push(format!(
-        "memory: {} allocates up to {} queues per rank ({})",
-        pick.engine,
-        pick.queues_max,
-        references.join(", ")
-    ));
+            .max_by_key(|e| e.shim_matched)
+            .filter(|e| e.shim_matched > 0);
+        let now_and_then = engines
+            .iter()
+            .find(|e| e.takeovers_max > 0 || e.busiest.max > 0);
+        lines.push(match (busiest_shim, now_and_then) {
+            (None, None) => "the shim's engine matched nothing under any variant".to_string(),
+            (None, Some(e)) => format!(
+                "the shim took over in a few runs only ({} among them) and matched nothing in \
+                 the median run of any variant",
+                e.engine
+            ),
+            (Some(e), _) => format!(
+                "the shim matched at most {} of the receives (under {}), in no time measured on \
+                 rank {busiest_rank}",
+                matchshim_core::report::percent(e.shim_matched, e.shim_matched + e.mpi_matched),
+                e.engine
+            ),
+        });
+    } else {
+        lines.push(format!(
+            "matching is {} of rank {busiest_rank}'s time at most, under {} ({} of {}){}",
+            percent(most.matching_share),
+            most.engine,
+            duration(most.busiest.median),
+            duration(most.busiest_wall_ns),
+            if negligible {
+                format!(
+                    ": below {}, where no engine can save more than that",
+                    percent(NEGLIGIBLE_SHARE)
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if !negligible {
+        if pick_at == base_at {
+            lines.push(format!(
+                "no engine matches measurably faster than {} on this program",
+                base.engine
+            ));
+        } else {
+            lines.push(format!(
+                "{} matches {} faster than {} there: {} instead of {}, saving about {} of that \
+                 rank's time",
+                pick.engine,
+                crate::table::ratio(over(base.busiest.median as f64, pick.busiest.median as f64)),
+                base.engine,
+                with_range(&pick.busiest),
+                with_range(&base.busiest),
+                percent(saved_share)
+            ));
+        }
+        if let Some(best) = best_at.filter(|&b| b != pick_at).map(|b| &engines[b]) {
+            lines.push(format!(
+                "{} matched fastest ({}), within the spread of the default {} ({}): keep the \
+                 default",
+                best.engine,
+                with_range(&best.busiest),
+                pick.engine,
+                with_range(&pick.busiest)
+            ));
+        }
+        let idle: Vec<&str> = (0..engines.len())
+            .filter(|i| !matched.contains(i))
+            .map(|i| engines[i].engine.as_str())
+            .collect();
+        if !idle.is_empty() {
+            lines.push(format!(
+                "not considered: {} (never took over in most runs, so it matched nothing to compare)",
+                idle.join(", ")
+            ));
+        }
+    }
+    if native.max > 0 {
+        let against = if native_wins {
+            "slower than native in every run"
+        } else if pick.wall.below(native) {
+            "faster than native in every run"
+        } else {
+            "within the spread of native"
+        };
+        lines.push(format!(
+            "whole run under {}: {} against native {}'s {}, {against}",
+            pick.engine,
+            with_range(&pick.wall),
+            mpi,
+            with_range(native),
+        ));
+    }
+    if verdict == Verdict::Use {
+        let reference = |name: &str| {
+            engines
+                .iter()
+                .find(|e| e.engine == name)
+                .map(|e| format!("{name} {}", e.queues_max))
+        };
+        let references: Vec<String> = [BASELINE, PER_SOURCE]
+            .into_iter()
+            .filter(|name| *name != pick.engine)
+            .filter_map(reference)
+            .collect();
+        let references = if references.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", references.join(", "))
+        };
+        lines.push(format!(
+            "memory: {} allocates up to {} queues per rank{references}",
+            pick.engine, pick.queues_max,
+        ));
+    }
     Recommendation {
-        variant: (!native_wins).then(|| pick.engine.clone()),
+        verdict,
+        variant: (verdict == Verdict::Use).then(|| pick.engine.clone()),
         considered: pick.engine.clone(),
         vars: variants[pick_at].vars(),
         matching_share: base.matching_share,
@@ -536,13 +716,14 @@ pub mod tests {
         queues: u64,
         wall_ns: u64,
     ) -> Run {
-        Run {
-            reports: reports(&[
-                line(engine, 0, 2, rank0_ns, coll_ns, queues),
-                line(engine, 1, 2, rank1_ns, 0, 2),
-            ]),
-            wall_ns,
-        }
+        let mut reports = reports(&[
+            line(engine, 0, 2, rank0_ns, coll_ns, queues),
+            line(engine, 1, 2, rank1_ns, 0, 2),
+        ]);
+        // Half a millisecond between MPI_Init and MPI_Finalize: matching is a share worth
+        // a shim.
+        reports.iter_mut().for_each(|r| r.wall_time_ns = 500_000);
+        Run { reports, wall_ns }
     }
 
     fn compare(runs: Vec<(Variant, Vec<Run>)>, native: Vec<u64>, hosts: &[Host]) -> Comparison {
@@ -580,12 +761,14 @@ pub mod tests {
     }
 
     #[test]
-    fn engines_default_to_every_engine_and_references_come_first() {
+    fn default_engines_and_references_come_first() {
         assert!(all_engines().starts_with(&["list".to_string(), "rank".to_string()]));
         assert_eq!(
-            with_references(vec!["bins".into(), "list".into()]),
+            with_references(&[BASELINE, PER_SOURCE], vec!["bins".into(), "list".into()]),
             ["list", "rank", "bins"]
         );
+        assert_eq!(default_engines("col+pnp"), ["list", "col+pnp", "bins"]);
+        assert_eq!(default_engines("bins"), ["list", "bins"]);
     }
 
     #[test]
@@ -625,6 +808,10 @@ pub mod tests {
             "12.10 ms (11.8–13.0)"
         );
         assert_eq!(with_range(&Spread::of(vec![1500])), "1.5 us");
+        assert_eq!(
+            with_range(&Spread::of(vec![0, 0, 10_497])),
+            "0.0 us (0.0–10.5)"
+        );
     }
 
     #[test]
@@ -651,19 +838,24 @@ pub mod tests {
             (95, 90, 100)
         );
         assert_eq!(rank.wall_speedup, Some(90.0 / 95.0));
-        // Rank 0 under rank: 2100, 3100, 1100 ns of 5 ms.
+        // Rank 0 under rank: 2100, 3100, 1100 ns of 0.5 ms.
         assert_eq!((rank.busiest.median, rank.busiest.min), (2100, 1100));
-        assert_eq!(rank.busiest_wall_ns, 5_000_000);
-        assert!((rank.matching_share - 2100.0 / 5e6).abs() < 1e-12);
+        assert_eq!(rank.busiest_wall_ns, 500_000);
+        assert!((rank.matching_share - 2100.0 / 5e5).abs() < 1e-12);
     }
 
     #[test]
     fn no_collective_traffic_gives_no_collective_speedup() {
-        let runs = vec![(variant("list"), vec![run("list", 10, 10, 0, 2, 5)])];
+        let runs = vec![(variant("list"), vec![run("list", 10_000, 10, 0, 2, 5)])];
         let c = compare(runs, vec![5], &[]);
         assert_eq!(c.engines[0].speedup, [Some(1.0), None, Some(1.0)]);
         assert_eq!(c.engines[0].queues_vs_rank, None);
-        assert!(c.recommendation.lines[1].starts_with("no engine matches measurably faster"));
+        assert_eq!(c.recommendation.verdict, Verdict::Use);
+        assert!(
+            c.recommendation.lines[1].starts_with("no engine matches measurably faster"),
+            "{:?}",
+            c.recommendation.lines
+        );
     }
 
     #[test]
@@ -671,16 +863,18 @@ pub mod tests {
         let c = fixture();
         let r = &c.recommendation;
         assert_eq!(r.variant.as_deref(), Some("rank"));
-        // list: rank 0 matched 8.4 us (median of 8.4, 9.3, 7.2) of 5 ms.
-        assert!((r.matching_share - 8400.0 / 5e6).abs() < 1e-12);
+        assert_eq!(r.verdict, Verdict::Use);
+        // list: rank 0 matched 8.4 us (median of 8.4, 9.3, 7.2) of 0.5 ms.
+        assert!((r.matching_share - 8400.0 / 5e5).abs() < 1e-12);
         assert_eq!(r.saved_ns, 8400 - 2100);
         assert_eq!(r.queues_max, 6);
         assert_eq!(
             r.lines[0],
-            "matching is 0.2 % of rank 0's time under list (8.4 us of 5.00 ms)"
+            "matching is 2 % of rank 0's time at most, under list (8.4 us of 500.0 us)"
         );
         assert!(r.lines[1].starts_with(
-            "rank matches 4.00x faster there: 2.1 us (1.1–3.1) instead of 8.4 us (7.2–9.3)"
+            "rank matches 4.00x faster than list there: 2.1 us (1.1–3.1) instead of 8.4 us \
+             (7.2–9.3)"
         ));
         assert!(r.lines[2].starts_with("whole run under rank: 95 ns (90–100)"));
         assert!(
@@ -725,21 +919,120 @@ pub mod tests {
 
     #[test]
     fn native_wins_where_every_shim_run_is_slower() {
-        let runs = vec![(
-            variant("list"),
-            vec![
-                run("list", 10, 10, 0, 2, 500),
-                run("list", 10, 10, 0, 2, 400),
-            ],
-        )];
         let hosts = [Host {
             name: "n1".into(),
             ranks: 4,
             cores: 2,
         }];
+        let runs = vec![(
+            variant("list"),
+            vec![
+                run("list", 10_000, 10, 0, 2, 500),
+                run("list", 10_000, 10, 0, 2, 400),
+            ],
+        )];
         let c = compare(runs, vec![100, 120], &hosts);
+        assert_eq!(c.recommendation.verdict, Verdict::SlowerThanNative);
         assert_eq!(c.recommendation.variant, None);
         assert!(c.recommendation.lines[2].ends_with("slower than native in every run"));
         assert_eq!(c.oversubscribed, hosts);
+    }
+
+    #[test]
+    fn no_shim_where_mpi_matched_everything() {
+        let mut runs = vec![
+            (variant("list"), vec![run("list", 0, 0, 0, 2, 100)]),
+            (variant("col+pnp"), vec![run("col+pnp", 0, 0, 0, 5, 90)]),
+        ];
+        // Each rank posted 20 receives to MPI.
+        for report in runs.iter_mut().flat_map(|(_, r)| r[0].reports.iter_mut()) {
+            report.comms = vec![matchshim_core::report::CommReport {
+                delegated_receives: 20,
+                ..Default::default()
+            }];
+        }
+        let c = compare(runs, vec![100], &[]);
+        let r = &c.recommendation;
+        assert_eq!(
+            (r.verdict, r.variant.as_deref()),
+            (Verdict::NotNeeded, None)
+        );
+        assert_eq!(
+            r.lines[0],
+            "MPI matched every receive (40 in a run) in every run: queues never grew long \
+             enough for the shim to take over"
+        );
+        assert_eq!(
+            r.lines[1],
+            "the shim's engine matched nothing under any variant"
+        );
+        assert!(
+            r.lines[2].starts_with("whole run under col+pnp: 90 ns against native mpich's 100 ns")
+        );
+    }
+
+    #[test]
+    fn a_few_takeovers_in_no_measured_time_are_told_as_such() {
+        let mut runs = vec![
+            (variant("list"), vec![run("list", 0, 0, 0, 2, 100)]),
+            (variant("bins"), vec![run("bins", 0, 0, 0, 9, 100)]),
+        ];
+        // bins took over once on rank 1 and matched 3 of 1000 receives.
+        runs[1].1[0].reports[1].comms = vec![matchshim_core::report::CommReport {
+            switches: 1,
+            delegated_receives: 997,
+            takeover_time_ns: 10,
+            takeover_matches: 3,
+            ..Default::default()
+        }];
+        let c = compare(runs, vec![100], &[]);
+        let r = &c.recommendation;
+        assert_eq!(r.verdict, Verdict::NotNeeded);
+        assert_eq!(
+            r.lines[0],
+            "the shim matched at most 0.3 % of the receives (under bins), in no time measured on \
+             rank 0"
+        );
+    }
+
+    #[test]
+    fn no_shim_where_matching_is_a_negligible_share() {
+        // 4 us of matching in 0.5 ms is 0.8 %: even a shim that matched in no time would save
+        // less than 1 %.
+        let runs = vec![
+            (variant("list"), vec![run("list", 4000, 0, 0, 2, 100)]),
+            (variant("bins"), vec![run("bins", 100, 0, 0, 9, 100)]),
+        ];
+        let c = compare(runs, vec![100], &[]);
+        let r = &c.recommendation;
+        assert_eq!(r.verdict, Verdict::NotNeeded);
+        assert_eq!(
+            r.lines[0],
+            "matching is 0.8 % of rank 0's time at most, under list (4.0 us of 500.0 us): \
+             below 1 %, where no engine can save more than that"
+        );
+    }
+
+    #[test]
+    fn a_variant_that_matched_nothing_is_never_recommended() {
+        // bins never took over (0 ns): it is not faster, it did nothing.
+        let runs = vec![
+            (variant("list"), vec![run("list", 90_000, 0, 0, 2, 100)]),
+            (variant("bins"), vec![run("bins", 0, 0, 0, 9, 100)]),
+            (
+                variant("col+pnp"),
+                vec![run("col+pnp", 30_000, 0, 0, 5, 100)],
+            ),
+        ];
+        let c = compare(runs, vec![100], &[]);
+        let r = &c.recommendation;
+        assert_eq!(r.variant.as_deref(), Some("col+pnp"));
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.starts_with("not considered: bins")),
+            "{:?}",
+            r.lines
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! `figures`: the shapes of paper 004's Figs. 7–10 (queue search time speedup by traffic type
+//! `figures`: the shapes of Ghazimirsaeed et al.'s (2019) Figs. 7–10 (queue search time speedup by traffic type
 //! of the unified engines over the linked list; queues allocated against a queue per source as
-//! n grows) and of paper 001's search depth growing with threads, from generated traces of the
+//! n grows) and of Dosanjh et al.'s (2018) search depth growing with threads, from generated traces of the
 //! `ci/bench` programs on a simulated cluster, replayed through the engines.
 
 use crate::replay::{self, Outcome};
@@ -12,7 +12,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Instant;
 
-/// Paper 004's applications as the `ci/bench` programs that mimic them, with the options the
+/// Ghazimirsaeed et al.'s (2019) applications as the `ci/bench` programs that mimic them, with the options the
 /// figures use at every scale (fewer iterations than `ci/bench.sh`: every rank of an all-to-all
 /// program at 4096 ranks is simulated).
 const APPS: [(&str, &str, &str); 4] = [
@@ -22,14 +22,17 @@ const APPS: [(&str, &str, &str); 4] = [
     ("miniamr", "MiniAMR-like", "app_miniamr -i 8 -R 4 -r 1"),
 ];
 
-/// The engines of paper 004's figures: the linked list (MPICH-like baseline), a queue per
+/// The engines of Ghazimirsaeed et al.'s (2019) figures: the linked list (MPICH-like baseline), a queue per
 /// source (Open MPI-like) and the three unified designs.
 const ENGINES: [&str; 5] = ["list", "rank", "col+pnp", "col+list", "list+pnp"];
 
-/// The halo of paper 001 on this machine (where the generator was checked against recorded
+/// The halo of Dosanjh et al. (2018) on this machine (where the generator was checked against recorded
 /// runs) and on a cluster.
 const HALO: &str = "halo_mt -i 20 -r 1";
 const HALO_MACHINES: [(&str, usize); 2] = [("local", 16), ("cluster", 1024)];
+
+/// Written last, so its presence says the directory holds a whole set of figures.
+const TABLES: &str = "tables.md";
 
 pub struct Options {
     pub ranks: Vec<usize>,
@@ -223,7 +226,13 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn make(dir: &Path, o: &Options) -> Result<(), String> {
+pub fn make(dir: &Path, force: bool, o: &Options) -> Result<(), String> {
+    if dir.join(TABLES).exists() && !force {
+        return Err(format!(
+            "{} holds figures already ({TABLES}): give --force to replace them, or another --out",
+            dir.display()
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let kinds: Vec<EngineKind> = ENGINES
         .iter()
@@ -298,5 +307,5 @@ pub fn make(dir: &Path, o: &Options) -> Result<(), String> {
     for note in notes {
         let _ = writeln!(tables, "- {note}");
     }
-    write(dir, "tables.md", &tables)
+    write(dir, TABLES, &tables)
 }

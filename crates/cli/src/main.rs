@@ -3,10 +3,12 @@
 mod args;
 mod bypass;
 mod compare;
+mod detect;
 mod elf;
 mod figures;
 mod gpu;
 mod launch;
+mod load;
 mod memory;
 mod replay;
 mod reports;
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate(args),
         Command::Figures(args) => figures::make(
             &args.out,
+            args.force,
             &figures::Options {
                 ranks: args.ranks.iter().map(|&n| n as usize).collect(),
                 threads: args.threads.iter().map(|&t| t as usize).collect(),
@@ -48,7 +51,13 @@ fn main() -> ExitCode {
             },
         ),
         Command::Rank { dir, program } => return runs::rank_wrapper(&dir, &program),
-        Command::Gpu { ptx } => gpu::run(ptx.as_deref()),
+        Command::Gpu { ptx, arch } => gpu::run(ptx.as_deref(), &arch),
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "matchshim", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => man_pages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -58,6 +67,30 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// `matchshim.1` and `matchshim-SUB.1` for every sub-command a user runs, from the clap
+/// definition.
+fn man_pages(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let cli = <Cli as clap::CommandFactory>::command();
+    let mut pages = vec![("matchshim".to_string(), cli.clone())];
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("matchshim-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    for (name, command) in pages {
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command)
+            .render(&mut page)
+            .map_err(|e| format!("{name}: {e}"))?;
+        std::fs::write(&path, page).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// What `compare` keeps in its directory: the comparison and the recommendation.
+const COMPARE_JSON: &str = "compare.json";
 
 /// Picks the one MPI that every source names, or says which two disagree.
 fn agree(sources: &[(Option<Mpi>, String)]) -> Result<Option<Mpi>, String> {
@@ -73,6 +106,14 @@ fn agree(sources: &[(Option<Mpi>, String)]) -> Result<Option<Mpi>, String> {
     }
 }
 
+/// The program's MPI as `agree` weighs it, with how it was found.
+fn program_mpi(command: &[String]) -> (Option<Mpi>, String) {
+    match detect::program_mpi(command) {
+        Some((mpi, how)) => (Some(mpi), how),
+        None => (None, String::new()),
+    }
+}
+
 /// The launch command and the program's MPI, checked before anything runs.
 fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
     let command = &args.command;
@@ -85,11 +126,10 @@ fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
                 command[0]
             ));
         }
-        let program = runs::check_program(&command[0])?;
-        let links = (runs::mpi_of(&program), format!("{} links", command[0]));
-        let mpi = match agree(&[links, given])? {
+        runs::check_program(&command[0])?;
+        let mpi = match agree(&[program_mpi(command), given])? {
             Some(mpi) => mpi,
-            None => Mpi::first_on_path()?,
+            None => Mpi::of_path()?.0,
         };
         if runs::on_path(mpi.launcher()).is_none() {
             return Err(format!(
@@ -112,8 +152,8 @@ fn resolve(args: &LaunchArgs) -> Result<(Launch, Mpi), String> {
     runs::check_program(&command[0]).map_err(|_| format!("launcher not found: {}", command[0]))?;
     let launch = Launch::parse(command.clone(), |word| runs::find_program(word).is_some())?;
     let program = &launch.program()[0];
-    let path = runs::check_program(program)?;
-    let links = (runs::mpi_of(&path), format!("{program} links"));
+    runs::check_program(program)?;
+    let links = program_mpi(launch.program());
     let launcher = (
         launch.launcher.mpi(),
         format!("{} is the launcher of", launch.words[0]),
@@ -196,9 +236,30 @@ fn runs_in(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(found)
 }
 
+/// The comparison `compare` kept in `dir`, if it is a compare directory.
+fn comparison_in(dir: &Path) -> Result<Option<Comparison>, String> {
+    let path = dir.join(COMPARE_JSON);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        format!(
+            "{}: not a comparison of this matchshim ({e})",
+            path.display()
+        )
+    })
+}
+
 fn report(args: ReportArgs) -> Result<(), String> {
     let mut out = Vec::new();
+    let mut comparisons = Vec::new();
     for path in &args.paths {
+        if let Some(c) = comparison_in(path)? {
+            comparisons.push((path.clone(), c));
+            continue;
+        }
         for dir in runs_in(path)? {
             let (meta, reports) = if dir.is_file() {
                 let reports = reports::load(&dir)?;
@@ -233,11 +294,12 @@ fn report(args: ReportArgs) -> Result<(), String> {
         }
     }
     if args.json {
-        let values: Vec<serde_json::Value> = out
+        let values: Vec<serde_json::Value> = comparisons
             .iter()
-            .map(|(dir, meta, reports)| {
+            .map(|(dir, c)| serde_json::json!({ "compare": dir, "comparison": c }))
+            .chain(out.iter().map(|(dir, meta, reports)| {
                 serde_json::json!({ "run": dir, "meta": meta, "summary": Summary::new(reports) })
-            })
+            }))
             .collect();
         let value = if values.len() == 1 {
             values[0].clone()
@@ -250,8 +312,15 @@ fn report(args: ReportArgs) -> Result<(), String> {
         );
         return Ok(());
     }
-    for (i, (dir, meta, reports)) in out.iter().enumerate() {
+    for (i, (dir, c)) in comparisons.iter().enumerate() {
         if i > 0 {
+            println!();
+        }
+        print!("{}", table::comparison(c));
+        println!("runs kept in {}", dir.display());
+    }
+    for (i, (dir, meta, reports)) in out.iter().enumerate() {
+        if i > 0 || !comparisons.is_empty() {
             println!();
         }
         print!(
@@ -272,9 +341,11 @@ fn report(args: ReportArgs) -> Result<(), String> {
 /// Every variant `compare` runs, each checked as the shim will check it.
 fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, String> {
     let engines = if args.engines.is_empty() {
-        compare::all_engines()
+        compare::default_engines(args::defaults().engine.name())
+    } else if args.engines.iter().any(|e| e == "all") {
+        compare::with_references(&[compare::BASELINE], compare::all_engines())
     } else {
-        args.engines.clone()
+        compare::with_references(&[compare::BASELINE], args.engines.clone())
     };
     let mut settings: Vec<(String, Vec<String>)> = Vec::new();
     for (name, modes) in [
@@ -288,7 +359,7 @@ fn compare_variants(args: &CompareArgs) -> Result<Vec<(Variant, runs::Vars)>, St
     for (name, values) in &args.set {
         settings.push((name.clone(), values.split(',').map(String::from).collect()));
     }
-    compare::variants(&compare::with_references(engines), &settings)
+    compare::variants(&engines, &settings)
         .into_iter()
         .map(|variant| {
             let vars = runs::rank_vars(&variant.vars());
@@ -308,8 +379,22 @@ fn compare(args: CompareArgs) -> Result<(), String> {
         .out
         .clone()
         .unwrap_or_else(|| runs::default_dir("compare"));
-    let mut progress = Progress::new(repeat * (variants.len() + 1));
+    let total = repeat * (variants.len() + 1);
+    let cores = runs::online_cores().unwrap_or(1);
+    let before = load::load_average();
+    let labels: Vec<String> = variants.iter().map(|(v, _)| v.label()).collect();
+    eprintln!(
+        "compare: {total} runs: native and {} variant{} ({}), {repeat} round{}; load average \
+         {} on {cores} cores before them",
+        variants.len(),
+        if variants.len() == 1 { "" } else { "s" },
+        labels.join(", "),
+        if repeat == 1 { "" } else { "s" },
+        before.map_or_else(|| "unknown".to_string(), |l| format!("{l:.2}")),
+    );
+    let mut progress = Progress::new(total);
     let mut native_walls = Vec::new();
+    let mut others = Vec::new();
     let mut hosts = Vec::new();
     let mut results: Vec<(Variant, Vec<Run>)> = variants
         .iter()
@@ -324,11 +409,25 @@ fn compare(args: CompareArgs) -> Result<(), String> {
             dir: &dir.join(format!("{}-{r}", name.replace(' ', "_"))),
             quiet: true,
         };
-        runs::execute(&spec).map_err(|e| format!("{name}, run {r}: {e}"))
+        let sample = load::Sample::now();
+        let outcome = runs::execute(&spec).map_err(|e| format!("{name}, run {r}: {e}"))?;
+        if let Some(busy) = sample.and_then(|s| s.others_since()) {
+            others.push(busy);
+        }
+        Ok::<_, String>(outcome)
     };
     // Rounds rather than variant after variant, so a slow spell of the machine hits all alike.
     let outcome = (1..=repeat).try_for_each(|r| {
         let native = launch_one("native", None, r)?;
+        if r == 1 {
+            let each = native.meta.wall_time_ns;
+            eprintln!(
+                "compare: the first native run took {}: about {} for all {total} runs, more \
+                 where the shim is slower",
+                table::duration(each),
+                table::duration(each.saturating_mul(total as u64))
+            );
+        }
         native_walls.push(native.meta.wall_time_ns);
         hosts = native.hosts;
         for ((variant, vars), (_, runs)) in variants.iter().zip(results.iter_mut()) {
@@ -348,7 +447,7 @@ fn compare(args: CompareArgs) -> Result<(), String> {
     progress.finish();
     outcome?;
     let ranks = results[0].1[0].reports.len();
-    let comparison = Comparison::new(
+    let mut comparison = Comparison::new(
         launch.program().to_vec(),
         mpi.name(),
         ranks,
@@ -357,8 +456,15 @@ fn compare(args: CompareArgs) -> Result<(), String> {
         &hosts,
         args::defaults().engine.name(),
     );
+    others.sort_by(f64::total_cmp);
+    comparison.load = Some(compare::Load {
+        cores,
+        before: before.unwrap_or(0.0),
+        others_median: others.get(others.len() / 2).copied().unwrap_or(0.0),
+        others_max: others.last().copied().unwrap_or(0.0),
+    });
     let json = serde_json::to_string_pretty(&comparison).map_err(|e| e.to_string())? + "\n";
-    std::fs::write(dir.join("compare.json"), &json)
+    std::fs::write(dir.join(COMPARE_JSON), &json)
         .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
     if args.json {
         print!("{json}");
@@ -412,8 +518,21 @@ fn replay_traces(args: ReplayArgs) -> Result<(), String> {
 
 fn generate(args: GenerateArgs) -> Result<(), String> {
     use matchshim_core::trace::generate::{generate, Keep as Kept, Shape, Spec};
-    let ranks = args.ranks as usize;
-    let out = args.out.as_path();
+    if args.program[1..].iter().any(|w| w == "--help" || w == "-h") {
+        let usage = Shape::usage(&args.program[0]).ok_or_else(|| {
+            format!(
+                "no generator for {:?}; programs: {}",
+                args.program[0],
+                Shape::PROGRAMS.join(", ")
+            )
+        })?;
+        println!("{usage}");
+        return Ok(());
+    }
+    let (Some(ranks), Some(out)) = (args.ranks, args.out.as_deref()) else {
+        return Err("generate needs -n N (ranks) and --out TRACE_DIR".into());
+    };
+    let ranks = ranks as usize;
     let spec = Spec {
         shape: Shape::parse(&args.program)?,
         ranks,
@@ -428,16 +547,26 @@ fn generate(args: GenerateArgs) -> Result<(), String> {
         },
         seed: args.seed,
     };
+    // Traces of an earlier run in the directory would be read as ranks of this one.
+    let earlier: Vec<PathBuf> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "trace"))
+        .collect();
+    if !earlier.is_empty() && !args.force {
+        return Err(format!(
+            "{} holds {} traces already: give --force to replace them, or another --out",
+            out.display(),
+            earlier.len()
+        ));
+    }
     let started = std::time::Instant::now();
     let (traces, simulated_ns) = generate(&spec)?;
-    // Traces of an earlier run in the directory would be read as ranks of this one.
-    if let Ok(entries) = std::fs::read_dir(out) {
-        for path in entries.flatten().map(|e| e.path()) {
-            if path.extension().is_some_and(|x| x == "trace") {
-                std::fs::remove_file(&path)
-                    .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
-            }
-        }
+    for path in earlier {
+        std::fs::remove_file(&path)
+            .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
     }
     matchshim_core::trace::write_dir(out, &traces)?;
     println!(

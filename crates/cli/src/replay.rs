@@ -1,8 +1,8 @@
 //! `replay`: traces through every engine with no MPI, summed up per rank in the shim's report
-//! schema, so that they compare as `compare` compares runs (paper 004's measures: search depth
+//! schema, so that they compare as `compare` compares runs (Ghazimirsaeed et al.'s (2019) measures: search depth
 //! and time per traffic type, queues allocated), with each engine's peak heap bytes besides.
 
-use crate::compare::{with_references, Comparison, Progress, Run, Variant};
+use crate::compare::{with_references, Comparison, Progress, Run, Variant, BASELINE, PER_SOURCE};
 use crate::memory::peak_during;
 use crate::reports::{mean, RankReport, Summary, Traffic, VERSION};
 use crate::table::{duration, render, speedup_cells};
@@ -51,7 +51,7 @@ pub struct Outcome {
 /// The engines named, `list` and `rank` first (the references of the comparison).
 pub fn engines(names: Option<Vec<String>>) -> Result<Vec<EngineKind>, String> {
     let names = names.unwrap_or_else(crate::compare::all_engines);
-    with_references(names)
+    with_references(&[BASELINE, PER_SOURCE], names)
         .iter()
         .map(|name| {
             EngineKind::parse(name).ok_or_else(|| {
@@ -96,6 +96,7 @@ fn rank_report(kind: EngineKind, rank: usize, world: usize, replays: &[Replay]) 
         takeover: "always".to_string(),
         comms: Vec::new(),
         gpu: None,
+        bursts: Default::default(),
     }
 }
 
@@ -189,7 +190,7 @@ pub fn run(
             }
         })
         .collect();
-    let comparison = Comparison::new(
+    let mut comparison = Comparison::new(
         vec![label.to_string()],
         "no MPI",
         world,
@@ -197,6 +198,10 @@ pub fn run(
         &runs,
         &[],
         EngineKind::ColPnp.name(),
+    );
+    comparison.measure = format!(
+        "each trace's fastest of {repeat} round{}",
+        if repeat == 1 { "" } else { "s" }
     );
     let mut origins: Vec<String> = traces.iter().map(|t| t.header.origin.clone()).collect();
     origins.sort();

@@ -4,7 +4,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use matchshim_core::report::{parse_lines, Collective, RankReport, Search, Traffic, VERSION};
+pub use matchshim_core::report::{
+    parse_lines, takeovers, Collective, RankReport, Search, Tally, Traffic, VERSION,
+};
 
 /// Which traffic a figure is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,12 +139,56 @@ pub struct Queues {
     pub busiest: u64,
 }
 
+/// Who matched one communicator, over the ranks that reported it (by the number each rank gave
+/// it: the order the shim first saw them there; 0 is `MPI_COMM_WORLD` everywhere).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct CommSum {
+    pub id: u64,
+    pub size: usize,
+    pub ranks: usize,
+    /// Receives posted to MPI while delegated.
+    pub mpi_matched: u64,
+    pub takeovers: u64,
+    /// Messages the engine matched while taken over.
+    pub shim_matched: u64,
+    /// The longest time in each mode on one rank.
+    pub delegated_time_ns: u64,
+    pub takeover_time_ns: u64,
+}
+
+impl CommSum {
+    /// Every communicator of `reports`, by number.
+    pub fn over(reports: &[RankReport]) -> Vec<CommSum> {
+        let mut by_id: BTreeMap<u64, CommSum> = BTreeMap::new();
+        for c in reports.iter().flat_map(|r| &r.comms) {
+            let sum = by_id.entry(c.id).or_insert_with(|| CommSum {
+                id: c.id,
+                ..CommSum::default()
+            });
+            sum.size = sum.size.max(c.size);
+            sum.ranks += 1;
+            sum.mpi_matched += c.delegated_receives;
+            sum.takeovers += takeovers(c);
+            sum.shim_matched += c.takeover_matches;
+            sum.delegated_time_ns = sum.delegated_time_ns.max(c.delegated_time_ns);
+            sum.takeover_time_ns = sum.takeover_time_ns.max(c.takeover_time_ns);
+        }
+        by_id.into_values().collect()
+    }
+}
+
 /// A run's reports summed over ranks.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
     pub engine: String,
     pub mpi: String,
     pub ranks: usize,
+    /// `MATCHSHIM_TAKEOVER` of the run.
+    pub takeover: String,
+    /// Who matched the receives: MPI or the shim, over all ranks.
+    pub tally: Tally,
+    /// The same per communicator.
+    pub comms: Vec<CommSum>,
     /// The rank that spent the most time matching.
     pub busiest_rank: usize,
     pub point_to_point: TrafficSum,
@@ -195,6 +241,9 @@ impl Summary {
             engine: first.map_or_else(String::new, |r| r.engine.clone()),
             mpi: first.map_or_else(String::new, |r| r.mpi.clone()),
             ranks: reports.len(),
+            takeover: first.map_or_else(String::new, |r| r.takeover.clone()),
+            tally: Tally::over(reports),
+            comms: CommSum::over(reports),
             busiest_rank,
             point_to_point: TrafficSum::over(
                 reports.iter().map(|r| &r.point_to_point),
@@ -284,6 +333,7 @@ pub mod tests {
             takeover: "auto".to_string(),
             comms: Vec::new(),
             gpu: None,
+            bursts: Default::default(),
         }
         .to_line()
     }

@@ -22,6 +22,7 @@ const LIB_VAR: &str = "MATCHSHIM_LIB";
 const NOT_FOR_RANKS: [&str; 1] = [LIB_VAR];
 /// Set by the command for every run.
 const REPORT_VAR: &str = "MATCHSHIM_REPORT";
+const VERBOSE_VAR: &str = "MATCHSHIM_VERBOSE";
 const REPORT: &str = "report.jsonl";
 const META: &str = "meta.json";
 /// Launcher output when a run's output is kept rather than shown.
@@ -67,13 +68,21 @@ impl Mpi {
         }
     }
 
-    /// The first MPI whose launcher is on PATH.
-    pub fn first_on_path() -> Result<Mpi, String> {
+    /// The MPI of the `mpiexec` first on PATH, by what its `--version` says; else the first
+    /// MPI whose own launcher (`mpiexec.mpich`, `mpiexec.openmpi`) is on PATH.
+    pub fn of_path() -> Result<(Mpi, String), String> {
+        if on_path("mpiexec").is_some() {
+            if let Some(mpi) = crate::launch::Launcher::detect("mpiexec").mpi() {
+                return Ok((mpi, "mpiexec on PATH is the launcher of".to_string()));
+            }
+        }
         [Mpi::Mpich, Mpi::Openmpi]
             .into_iter()
             .find(|m| on_path(m.launcher()).is_some())
+            .map(|m| (m, format!("{} is on PATH, the launcher of", m.launcher())))
             .ok_or_else(|| {
-                "no MPI launcher found: neither mpiexec.mpich nor mpiexec.openmpi is on PATH".into()
+                "no MPI launcher found: none of mpiexec, mpiexec.mpich, mpiexec.openmpi is on PATH"
+                    .into()
             })
     }
 }
@@ -181,16 +190,16 @@ pub fn find_lib(given: Option<&Path>, mpi: Mpi) -> Result<PathBuf, String> {
 /// Variables for the ranks, by name and value.
 pub type Vars = Vec<(String, String)>;
 
-/// The variables the ranks get besides `MATCHSHIM_REPORT`: the caller's `MATCHSHIM_*` ones,
-/// overridden by `given`.
+/// The variables the ranks get besides `MATCHSHIM_REPORT`: `MATCHSHIM_VERBOSE=0`, then the
+/// caller's `MATCHSHIM_*` ones, overridden by `given`.
 pub fn rank_vars(given: &[(String, String)]) -> Vars {
-    let mut vars: BTreeMap<String, String> = std::env::vars()
-        .filter(|(name, _)| {
-            name.starts_with("MATCHSHIM_")
-                && !NOT_FOR_RANKS.contains(&name.as_str())
-                && name != REPORT_VAR
-        })
-        .collect();
+    // The command reports itself: rank 0's line at MPI_Finalize would say it twice.
+    let mut vars: BTreeMap<String, String> = [(VERBOSE_VAR.to_string(), "0".to_string())].into();
+    vars.extend(std::env::vars().filter(|(name, _)| {
+        name.starts_with("MATCHSHIM_")
+            && !NOT_FOR_RANKS.contains(&name.as_str())
+            && name != REPORT_VAR
+    }));
     vars.extend(given.iter().cloned());
     vars.into_iter().collect()
 }
@@ -245,7 +254,7 @@ pub struct Spec<'a> {
 }
 
 /// Ranks and cores of one host, as the rank wrappers saw them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Host {
     pub name: String,
     pub ranks: usize,
@@ -294,13 +303,27 @@ pub fn execute(spec: &Spec) -> Result<Outcome, String> {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+    } else {
+        // Shown as it comes, and its start kept: the launcher's own error, should it fail.
+        cmd.stderr(Stdio::piped());
     }
     let started = timestamp(true);
     let clock = Instant::now();
-    let status = cmd
-        .status()
+    let mut child = cmd
+        .spawn()
         .map_err(|e| format!("cannot start {}: {e}", launch.words[0]))?;
+    let stderr_head = child
+        .stderr
+        .take()
+        .map(|err| std::thread::spawn(move || tee_head(err)));
+    let status = child
+        .wait()
+        .map_err(|e| format!("{}: {e}", launch.words[0]))?;
     let wall_time_ns = clock.elapsed().as_nanos() as u64;
+    let launcher_output = match stderr_head {
+        Some(thread) => thread.join().unwrap_or_default(),
+        None => std::fs::read(dir.join(OUTPUT)).unwrap_or_default(),
+    };
     let exit_code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
@@ -331,6 +354,13 @@ pub fn execute(spec: &Spec) -> Result<Outcome, String> {
         exit_code,
     };
     write_json(&dir.join(META), &meta)?;
+    if exit_code != 0 && exits.is_empty() {
+        return Err(format!(
+            "{} failed before starting any rank (exit code {exit_code}): {}",
+            launch.words[0],
+            first_error(&launcher_output)
+        ));
+    }
     if let Some(crash) = crashed_rank(&dir, &exits) {
         return Err(crash);
     }
@@ -535,6 +565,30 @@ fn crashed_rank(dir: &Path, exits: &[(usize, RankExit)]) -> Option<String> {
     ))
 }
 
+/// The first bytes of a launcher's stderr kept (enough for its own error message).
+const HEAD_BYTES: usize = 64 * 1024;
+
+/// Copies `from` to this process's stderr and returns its first `HEAD_BYTES`.
+fn tee_head(mut from: impl Read) -> Vec<u8> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        let _ = std::io::stderr().write_all(&buf[..n]);
+        let room = HEAD_BYTES.saturating_sub(head.len()).min(n);
+        head.extend_from_slice(&buf[..room]);
+    }
+    head
+}
+
+/// The first line of a launcher's output that says something (not a rule of dashes).
+fn first_error(output: &[u8]) -> String {
+    String::from_utf8_lossy(output)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.chars().all(|c| matches!(c, '-' | '=' | '*')))
+        .map_or_else(|| "it printed nothing".to_string(), String::from)
+}
+
 /// The last lines of a log, on one line.
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -715,6 +769,17 @@ mod tests {
         std::fs::write(dir.join("rank-0.exit"), exit(Some(0), None)).unwrap();
         assert_eq!(crashed_rank(&dir, &rank_exits(&dir)), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_launchers_error_is_its_first_line_that_says_something() {
+        let open_mpi = b"-----------------\nmpiexec.openmpi has detected an attempt to run as \
+                         root.\n\nRunning as root is *strongly* discouraged\n";
+        assert_eq!(
+            first_error(open_mpi),
+            "mpiexec.openmpi has detected an attempt to run as root."
+        );
+        assert_eq!(first_error(b"\n  \n====\n"), "it printed nothing");
     }
 
     #[test]

@@ -1,16 +1,22 @@
-//! The comparison as an SVG figure: search time speedups over `list` (grouped bars per engine:
-//! point-to-point, collective, all) and, below, the queues each engine allocated.
+//! The comparison as an SVG figure: the whole run under each variant against native, queue
+//! search time speedups over `list` (grouped bars per engine: point-to-point, collective, all)
+//! and the queues each engine allocated, on a log scale (4 and 12,800 on one axis).
 
 use crate::compare::Comparison;
 use std::fmt::Write;
 
 const WIDTH: f64 = 900.0;
-const HEIGHT: f64 = 640.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 720.0;
 const LEGEND_X: f64 = 740.0;
-const SPEEDUP_PANEL: (f64, f64) = (78.0, 330.0);
-const QUEUE_PANEL: (f64, f64) = (418.0, 580.0);
+/// The first panel's top, each panel's height and the space between panels.
+const FIRST_TOP: f64 = 78.0;
+const PANEL_HEIGHT: f64 = 230.0;
+const PANEL_GAP: f64 = 90.0;
+/// Characters of the 13-pixel note that fit across the figure.
+const NOTE_CHARS: usize = 110;
+const WALL_COLORS: [&str; 1] = ["#9c755f"];
+const WALL_LABELS: [&str; 1] = ["native / variant"];
 const SPEEDUP_COLORS: [&str; 3] = ["#4e79a7", "#f28e2b", "#59a14f"];
 const SPEEDUP_LABELS: [&str; 3] = ["point-to-point", "collective", "all"];
 const QUEUE_COLORS: [&str; 2] = ["#76b7b2", "#b07aa1"];
@@ -59,6 +65,8 @@ struct Panel<'a> {
     /// A dashed reference line and its legend entry.
     reference: Option<(f64, &'a str)>,
     format: fn(f64) -> String,
+    /// A log scale from 1 up to the decade above the largest value.
+    log: bool,
 }
 
 impl Panel<'_> {
@@ -72,20 +80,45 @@ impl Panel<'_> {
             .copied()
             .fold(0.0, f64::max);
         let reference = self.reference.map_or(0.0, |(v, _)| v);
-        let (axis_max, step) = nice_axis(data_max.max(reference) * 1.08);
-        let y = |v: f64| bottom - (bottom - top) * v / axis_max;
+        let (axis_max, step) = if self.log {
+            let decades = data_max.max(reference).max(10.0).log10().ceil();
+            (10f64.powf(decades), 10.0)
+        } else {
+            nice_axis(data_max.max(reference) * 1.08)
+        };
+        let log = self.log;
+        let y = |v: f64| {
+            let share = if log {
+                v.max(1.0).log10() / axis_max.log10()
+            } else {
+                v / axis_max
+            };
+            bottom - (bottom - top) * share
+        };
         let _ = writeln!(
             svg,
             r#"<text x="{LEFT}" y="{}" font-size="15" font-weight="bold">{}</text>"#,
             top - 14.0,
             escape(self.title)
         );
-        // Grid and y ticks, with as many decimals as the step needs.
-        let decimals = (0..3)
-            .find(|d| (step * 10f64.powi(*d)).fract().abs() < 1e-6)
-            .unwrap_or(3) as usize;
-        for i in 0..=(axis_max / step).round() as usize {
-            let tick = step * i as f64;
+        // Grid and y ticks, with as many decimals as the step needs; decades on a log scale.
+        let decimals = if log {
+            0
+        } else {
+            (0..3)
+                .find(|d| (step * 10f64.powi(*d)).fract().abs() < 1e-6)
+                .unwrap_or(3) as usize
+        };
+        let ticks: Vec<f64> = if log {
+            (0..=axis_max.log10().round() as i32)
+                .map(|e| 10f64.powi(e))
+                .collect()
+        } else {
+            (0..=(axis_max / step).round() as usize)
+                .map(|i| step * i as f64)
+                .collect()
+        };
+        for tick in ticks {
             let ty = y(tick);
             let _ = writeln!(
                 svg,
@@ -193,26 +226,75 @@ impl Panel<'_> {
     }
 }
 
+/// The program as the note names it: its file name and arguments, cut to fit.
+fn program_label(program: &[String]) -> String {
+    let mut words = program.to_vec();
+    if let Some(first) = words.first_mut() {
+        if let Some(name) = std::path::Path::new(first.as_str()).file_name() {
+            *first = name.to_string_lossy().into_owned();
+        }
+    }
+    let label = words.join(" ");
+    if label.chars().count() <= NOTE_CHARS / 2 {
+        return label;
+    }
+    label.chars().take(NOTE_CHARS / 2 - 1).collect::<String>() + "…"
+}
+
 pub fn plot(c: &Comparison) -> String {
     let engines: Vec<&str> = c.engines.iter().map(|e| e.engine.as_str()).collect();
+    let against_native = c.native_wall.median > 0;
+    let panels = if against_native { 3.0 } else { 2.0 };
+    let height = FIRST_TOP + panels * PANEL_HEIGHT + (panels - 1.0) * PANEL_GAP + 60.0;
     let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">
 <rect width="100%" height="100%" fill="white"/>
 "#
     );
+    let measure = if c.measure.is_empty() {
+        format!("median of {} runs", c.repeat)
+    } else {
+        c.measure.clone()
+    };
+    let note = format!(
+        "{}: {} ranks, {}, {measure}",
+        program_label(&c.program),
+        c.ranks,
+        c.mpi,
+    );
     let _ = writeln!(
         svg,
-        r##"<text x="{LEFT}" y="26" font-size="13" fill="#444">{}: {} ranks, {}, median of {} run{}; engine time summed over ranks</text>"##,
-        escape(&c.program.join(" ")),
-        c.ranks,
-        escape(&c.mpi),
-        c.repeat,
-        if c.repeat == 1 { "" } else { "s" }
+        r##"<text x="{LEFT}" y="26" font-size="13" fill="#444">{}</text>"##,
+        escape(&note)
     );
+    let mut top = FIRST_TOP;
+    let mut next = || {
+        let at = (top, top + PANEL_HEIGHT);
+        top += PANEL_HEIGHT + PANEL_GAP;
+        at
+    };
+    if against_native {
+        let (t, b) = next();
+        Panel {
+            top: t,
+            bottom: b,
+            title: "Whole run against native: times faster (median wall time)",
+            y_label: "native / variant (x)",
+            labels: &WALL_LABELS,
+            colors: &WALL_COLORS,
+            engines: engines.clone(),
+            values: c.engines.iter().map(|e| vec![e.wall_speedup]).collect(),
+            reference: Some((1.0, "native = 1")),
+            format: number,
+            log: false,
+        }
+        .draw(&mut svg);
+    }
+    let (t, b) = next();
     Panel {
-        top: SPEEDUP_PANEL.0,
-        bottom: SPEEDUP_PANEL.1,
-        title: "Queue search time speedup over list",
+        top: t,
+        bottom: b,
+        title: "Queue search time speedup over list (engine time, summed over ranks)",
         y_label: "speedup (x)",
         labels: &SPEEDUP_LABELS,
         colors: &SPEEDUP_COLORS,
@@ -220,12 +302,14 @@ pub fn plot(c: &Comparison) -> String {
         values: c.engines.iter().map(|e| e.speedup.to_vec()).collect(),
         reference: Some((1.0, "list = 1")),
         format: number,
+        log: false,
     }
     .draw(&mut svg);
+    let (t, b) = next();
     Panel {
-        top: QUEUE_PANEL.0,
-        bottom: QUEUE_PANEL.1,
-        title: "Queues allocated per rank",
+        top: t,
+        bottom: b,
+        title: "Queues allocated per rank (log scale)",
         y_label: "queues",
         labels: &QUEUE_LABELS,
         colors: &QUEUE_COLORS,
@@ -243,6 +327,7 @@ pub fn plot(c: &Comparison) -> String {
                 format!("{v:.1}")
             }
         },
+        log: true,
     }
     .draw(&mut svg);
     svg.push_str("</svg>\n");
@@ -401,6 +486,7 @@ pub fn lines(
 mod tests {
     use super::*;
     use crate::compare::tests::fixture;
+    use crate::compare::Spread;
 
     #[test]
     fn axes_are_round() {
@@ -417,11 +503,13 @@ mod tests {
         c.program = vec!["./a&b".into()];
         let svg = plot(&c);
         assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
-        // 2 engines x 3 speedups + 2 engines x 2 queue counts.
-        assert_eq!(svg.matches(r#"class="bar""#).count(), 10);
+        // 2 engines x (1 against native + 3 speedups + 2 queue counts).
+        assert_eq!(svg.matches(r#"class="bar""#).count(), 12);
         for text in [
+            "Whole run against native",
+            ">native = 1<",
             "Queue search time speedup over list",
-            "Queues allocated per rank",
+            "Queues allocated per rank (log scale)",
             ">list<",
             ">rank<",
             ">point-to-point<",
@@ -431,7 +519,7 @@ mod tests {
             ">mean over ranks<",
             ">max over ranks<",
             ">speedup (x)<",
-            "./a&amp;b",
+            ">a&amp;b: 2 ranks",
             "<title>rank: all 3.03</title>",
         ] {
             assert!(svg.contains(text), "missing {text}");
@@ -480,11 +568,28 @@ mod tests {
     }
 
     #[test]
+    fn queue_counts_are_on_decades_and_long_programs_are_cut() {
+        let mut c = fixture();
+        c.engines[1].queues_max = 12_800;
+        c.program = vec!["/very/long/path/app".into(), "x".repeat(300)];
+        let svg = plot(&c);
+        for tick in [">1<", ">10<", ">100<", ">1000<", ">10000<", ">100000<"] {
+            assert!(svg.contains(tick), "no tick {tick}");
+        }
+        assert!(!svg.contains("/very/long/"));
+        let note = svg.lines().nth(2).unwrap();
+        assert!(note.contains("…") && note.len() < 400, "{note}");
+        // Replayed traces have no native run: no panel against it.
+        c.native_wall = Spread::default();
+        assert!(!plot(&c).contains("Whole run against native"));
+    }
+
+    #[test]
     fn missing_speedups_are_marked_not_drawn() {
         let mut c = fixture();
         c.engines[1].speedup[1] = None;
         let svg = plot(&c);
-        assert_eq!(svg.matches(r#"class="bar""#).count(), 9);
+        assert_eq!(svg.matches(r#"class="bar""#).count(), 11);
         assert_eq!(svg.matches(">n/a<").count(), 1);
     }
 }

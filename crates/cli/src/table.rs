@@ -1,7 +1,7 @@
 //! Plain-text tables for the terminal.
 
-use crate::compare::{with_range, Comparison, EngineResult};
-use crate::reports::{Kind, RankReport, Search, Summary};
+use crate::compare::{with_range, Comparison, EngineResult, Verdict};
+use crate::reports::{CommSum, Kind, RankReport, Search, Summary, Tally};
 use crate::runs::Meta;
 
 /// Aligns `rows` under `header`: the first column to the left, the others to the right.
@@ -30,19 +30,7 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// A duration with a unit that keeps three significant figures readable.
-pub fn duration(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns < 1e3 {
-        format!("{ns:.0} ns")
-    } else if ns < 1e6 {
-        format!("{:.1} us", ns / 1e3)
-    } else if ns < 1e9 {
-        format!("{:.2} ms", ns / 1e6)
-    } else {
-        format!("{:.2} s", ns / 1e9)
-    }
-}
+pub use matchshim_core::report::duration;
 
 pub fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
@@ -64,16 +52,118 @@ fn depth_max(searches: u64, max: u64) -> String {
     }
 }
 
-/// The report of one run: a row per traffic type, then queues and what was left queued.
+/// Communicators shown one by one; the others, which MPI matched alone, share one line.
+const COMM_ROWS: usize = 6;
+
+/// The report of one run: what happened in one sentence, who matched each communicator, then
+/// what the shim's engine did while it matched, the collectives it ran, and its queues.
 pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
-    let mut out = format!(
-        "{origin}: engine {}, {}, {} ranks",
-        s.engine, s.mpi, s.ranks
-    );
+    let mut out = format!("{origin}:");
+    if let Some(meta) = meta {
+        out.push_str(&format!(" {},", meta.command.join(" ")));
+    }
+    out.push_str(&format!(
+        " engine {}, takeover {}, {}, {} ranks",
+        s.engine, s.takeover, s.mpi, s.ranks
+    ));
     if let Some(meta) = meta {
         out.push_str(&format!(", wall {}", duration(meta.wall_time_ns)));
     }
     out.push('\n');
+    out.push_str(&s.tally.sentence());
+    out.push_str(".\n");
+    out.push_str(&who_matched(s));
+    let t = &s.tally;
+    if s.all.matches == 0 && s.all.prq.searches + s.all.umq.searches == 0 {
+        out.push_str(&format!(
+            "\nthe shim's engine ({}) matched nothing\n",
+            s.engine
+        ));
+    } else {
+        out.push_str(&format!(
+            "\nthe shim's engine ({}) while the shim matched, summed over ranks:\n",
+            s.engine
+        ));
+        out.push_str(&engine_table(s));
+        let q = &s.queues;
+        out.push_str(&format!(
+            "queues allocated per rank: mean {:.1}, max {} (rank {}); left at MPI_Finalize: {} \
+             posted receives, {} unexpected messages\n",
+            q.mean, q.max, q.max_rank, s.posted_left, s.unexpected_left
+        ));
+    }
+    if !s.collectives.is_empty() {
+        out.push_str("\ncollectives the shim ran on its own point-to-point, summed over ranks:\n");
+        out.push_str(&collectives(s));
+    }
+    if t.took_over() && t.shim_matched < 2 * t.takeovers {
+        out.push_str(
+            "\nnote: the takeovers matched about one message each: a few receive calls looked \
+             deep (a busy machine can make them look so) and the shim gave matching back once \
+             it found its queues short\n",
+        );
+    }
+    out
+}
+
+/// A row per communicator: receives MPI matched, takeovers, what the shim matched, time in
+/// each mode.
+fn who_matched(s: &Summary) -> String {
+    if s.comms.is_empty() {
+        return String::new();
+    }
+    let header = [
+        "communicator",
+        "size",
+        "MPI matched",
+        "takeovers",
+        "shim matched",
+        "time with MPI",
+        "with the shim",
+    ];
+    let shown = |c: &&CommSum| c.id == 0 || c.takeovers > 0;
+    let mut listed: Vec<&CommSum> = s.comms.iter().filter(shown).collect();
+    let mut rest: Vec<&CommSum> = s.comms.iter().filter(|c| !shown(c)).collect();
+    if listed.len() + rest.len() <= COMM_ROWS {
+        listed.append(&mut rest);
+        listed.sort_by_key(|c| c.id);
+    }
+    let rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|c| {
+            vec![
+                if c.id == 0 {
+                    "0 (world)".to_string()
+                } else {
+                    c.id.to_string()
+                },
+                c.size.to_string(),
+                c.mpi_matched.to_string(),
+                c.takeovers.to_string(),
+                c.shim_matched.to_string(),
+                duration(c.delegated_time_ns),
+                duration(c.takeover_time_ns),
+            ]
+        })
+        .collect();
+    let mut out = "\nwho matched, per communicator (summed over ranks):\n".to_string();
+    out.push_str(&render(&header, &rows));
+    if !rest.is_empty() {
+        let receives: u64 = rest.iter().map(|c| c.mpi_matched).sum();
+        out.push_str(&format!(
+            "and {} more communicators, where MPI matched all {receives} receives\n",
+            rest.len()
+        ));
+    }
+    out.push_str(
+        "communicators are numbered on each rank in the order the shim first saw them; times: \
+         the longest on one rank\n",
+    );
+    out
+}
+
+/// The engine's searches, a row per traffic type.
+fn engine_table(s: &Summary) -> String {
     let busiest = format!("rank {}", s.busiest_rank);
     let header = [
         "traffic",
@@ -107,22 +197,11 @@ pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
             ]
         })
         .collect();
-    out.push_str(&render(&header, &rows));
+    let mut out = render(&header, &rows);
     out.push_str(&format!(
-        "match time: summed over ranks, and of rank {} (the most time matching)\n",
+        "PRQ, UMQ: posted-receive and unexpected-message queue searches, elements inspected per \
+         search; match time: summed over ranks, and of rank {} (the most time matching)\n",
         s.busiest_rank
-    ));
-    if !s.collectives.is_empty() {
-        out.push_str(&collectives(s));
-    }
-    let q = &s.queues;
-    out.push_str(&format!(
-        "queues allocated per rank: mean {:.1}, max {} (rank {}), rank {} {}\n",
-        q.mean, q.max, q.max_rank, s.busiest_rank, q.busiest
-    ));
-    out.push_str(&format!(
-        "left at MPI_Finalize: {} posted receives, {} unexpected messages\n",
-        s.posted_left, s.unexpected_left
     ));
     out
 }
@@ -170,8 +249,13 @@ fn merged(a: &Search, b: &Search) -> (String, String) {
 
 /// A row of counters per rank (both traffic types).
 pub fn per_rank(reports: &[RankReport]) -> String {
-    let header = [
-        "rank",
+    // Who matched, where the reports come from a run (replayed traces have no communicators).
+    let who = reports.iter().any(|r| !r.comms.is_empty());
+    let mut header = vec!["rank"];
+    if who {
+        header.extend(["MPI matched", "takeovers", "shim matched", "with the shim"]);
+    }
+    header.extend([
         "matches",
         "unexpected",
         "PRQ mean",
@@ -180,15 +264,24 @@ pub fn per_rank(reports: &[RankReport]) -> String {
         "UMQ max",
         "queues",
         "match time",
-    ];
+    ]);
     let rows: Vec<Vec<String>> = reports
         .iter()
         .map(|r| {
             let (p, c) = (&r.point_to_point, &r.collective);
             let (prq_mean, prq_max) = merged(&p.prq, &c.prq);
             let (umq_mean, umq_max) = merged(&p.umq, &c.umq);
-            vec![
-                r.rank.to_string(),
+            let mut row = vec![r.rank.to_string()];
+            if who {
+                let t = Tally::of(r);
+                row.extend([
+                    t.mpi_matched.to_string(),
+                    t.takeovers.to_string(),
+                    t.shim_matched.to_string(),
+                    duration(r.comms.iter().map(|c| c.takeover_time_ns).sum()),
+                ]);
+            }
+            row.extend([
                 (p.matches + c.matches).to_string(),
                 (p.unexpected + c.unexpected).to_string(),
                 prq_mean,
@@ -197,7 +290,8 @@ pub fn per_rank(reports: &[RankReport]) -> String {
                 umq_max,
                 r.queues_max.to_string(),
                 duration(Kind::All.match_time(r)),
-            ]
+            ]);
+            row
         })
         .collect();
     render(&header, &rows)
@@ -222,9 +316,9 @@ pub fn speedup_cells(e: &EngineResult) -> Vec<String> {
     ]
 }
 
-/// The comparison: per variant the busiest rank's matching (median and range over runs),
-/// speedup over `list`, share of that rank's time, whole-run wall time against native, queues;
-/// then warnings and the recommendation.
+/// The comparison: per variant who matched, the busiest rank's matching (median and range over
+/// runs), its speedup over `list` and share of that rank's time, the whole run's wall time
+/// against native, queues; then the machine's load, warnings and the recommendation.
 pub fn comparison(c: &Comparison) -> String {
     let runs = if c.repeat == 1 { "run" } else { "runs" };
     let mut out = format!(
@@ -237,6 +331,7 @@ pub fn comparison(c: &Comparison) -> String {
     let matching = format!("matching r{}", c.busiest_rank);
     let header = [
         "variant",
+        "shim matched",
         matching.as_str(),
         "vs list",
         "share",
@@ -249,6 +344,7 @@ pub fn comparison(c: &Comparison) -> String {
         "-".into(),
         "-".into(),
         "-".into(),
+        "-".into(),
         with_range(&c.native_wall),
         "1.00x".into(),
         "-".into(),
@@ -256,9 +352,10 @@ pub fn comparison(c: &Comparison) -> String {
     rows.extend(c.engines.iter().map(|e| {
         vec![
             e.engine.clone(),
+            matchshim_core::report::percent(e.shim_matched, e.shim_matched + e.mpi_matched),
             with_range(&e.busiest),
             ratio(e.speedup_busiest[2]),
-            format!("{:.1} %", e.matching_share * 100.0),
+            crate::compare::percent(e.matching_share),
             with_range(&e.wall),
             ratio(e.wall_speedup),
             e.queues_max.to_string(),
@@ -266,11 +363,25 @@ pub fn comparison(c: &Comparison) -> String {
     }));
     out.push_str(&render(&header, &rows));
     out.push_str(&format!(
-        "matching r{0}: engine time of rank {0}, the busiest under list; share: of that rank's \
-         time in MPI; vs list, vs native: times faster (median); wall: the whole run; queues: \
-         the most one rank allocated\n",
+        "shim matched: of the receives, the rest MPI matched; matching r{0}: engine time of rank \
+         {0}, the busiest under list; share: of that rank's time from MPI_Init to MPI_Finalize; \
+         vs list, vs native: times faster (median); wall: the whole run; queues: the most one \
+         rank allocated\n",
         c.busiest_rank
     ));
+    if let Some(load) = &c.load {
+        out.push_str(&format!(
+            "load: average {:.2} before the runs; other work kept {:.2} of {} cores busy during \
+             them (median over runs, max {:.2})\n",
+            load.before, load.others_median, load.cores, load.others_max
+        ));
+        if load.busy() {
+            out.push_str(
+                "warning: the machine was busy with other work: times vary with it from run to \
+                 run, read the ranges before the medians\n",
+            );
+        }
+    }
     for host in &c.oversubscribed {
         out.push_str(&format!(
             "warning: {} ran {} ranks on {} cores: a waiting rank of native MPI spins where the \
@@ -279,20 +390,19 @@ pub fn comparison(c: &Comparison) -> String {
         ));
     }
     let r = &c.recommendation;
-    match &r.variant {
-        Some(variant) => {
-            let vars: Vec<String> = r.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            out.push_str(&format!(
-                "\nrecommendation: {variant} ({})\n",
-                vars.join(" ")
-            ));
-        }
-        None => out.push_str(&format!(
-            "\nrecommendation: run without the shim (under {}, its best here, every run was \
-             slower than native)\n",
+    let verdict = match (r.verdict, &r.variant) {
+        (Verdict::NotNeeded, _) => "not needed: run without the shim".to_string(),
+        (Verdict::SlowerThanNative, _) => format!(
+            "run without the shim (under {}, its best here, every run was slower than native)",
             r.considered
-        )),
-    }
+        ),
+        (Verdict::Use, Some(variant)) => {
+            let vars: Vec<String> = r.vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("{variant} ({})", vars.join(" "))
+        }
+        (Verdict::Use, None) => r.considered.clone(),
+    };
+    out.push_str(&format!("\nrecommendation: {verdict}\n"));
     for line in &r.lines {
         out.push_str(&format!("  - {line}\n"));
     }
@@ -303,6 +413,8 @@ pub fn comparison(c: &Comparison) -> String {
 mod tests {
     use super::*;
     use crate::reports::tests::{line, reports};
+    use crate::reports::Traffic;
+    use matchshim_core::report::CommReport;
 
     #[test]
     fn columns_align_and_lines_have_no_trailing_space() {
@@ -326,23 +438,58 @@ mod tests {
         assert_eq!(ratio(Some(2.345)), "2.35x");
     }
 
+    fn with_comms(line: String, comms: Vec<CommReport>) -> RankReport {
+        let mut r = reports(&[line]).remove(0);
+        r.comms = comms;
+        r
+    }
+
+    fn comm(id: u64, delegated: u64, switches: u64, matches: u64) -> CommReport {
+        CommReport {
+            id,
+            size: 2,
+            switches,
+            delegated_time_ns: 4_000_000,
+            delegated_receives: delegated,
+            takeover_time_ns: if switches > 0 { 1_500_000 } else { 0 },
+            takeover_matches: matches,
+            assertions: Vec::new(),
+        }
+    }
+
     #[test]
-    fn summary_table_shows_each_traffic_type_and_queues() {
-        let got = reports(&[
-            line("rank", 0, 2, 14_641, 0, 5),
-            line("rank", 1, 2, 2_000, 0, 2),
-        ]);
+    fn the_summary_leads_with_who_matched_then_the_engine() {
+        let got = [
+            with_comms(line("rank", 0, 2, 14_641, 0, 5), vec![comm(0, 30, 2, 20)]),
+            with_comms(
+                line("rank", 1, 2, 2_000, 0, 2),
+                vec![comm(0, 50, 0, 20), comm(3, 7, 0, 0)],
+            ),
+        ];
         let s = Summary::new(&got);
         let text = summary(&s, None, "runs/x");
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "runs/x: engine rank, mpich, 2 ranks");
-        assert!(
-            lines[1].starts_with("traffic") && lines[1].ends_with("rank 0"),
-            "{}",
-            lines[1]
+        assert_eq!(
+            lines[0],
+            "runs/x: engine rank, takeover auto, mpich, 2 ranks"
         );
-        let p2p: Vec<&str> = lines[2].split_whitespace().collect();
-        // point-to-point, PRQ 20 searches mean 1.5 max 20, UMQ 60 mean 2.00 max 5, ...
+        assert_eq!(
+            lines[1],
+            "MPI matched 69 % of 127 receives; the shim took over once and matched 40 messages, \
+             holding a communicator for at most 1.50 ms (30 % of the run)."
+        );
+        let row = |first: &str| -> Vec<String> {
+            let at = lines.iter().position(|l| l.starts_with(first)).unwrap();
+            lines[at].split_whitespace().map(String::from).collect()
+        };
+        // communicator, size, MPI matched, takeovers, shim matched, time with MPI, with the shim
+        assert_eq!(
+            row("0 (world)")[2..],
+            ["2", "80", "1", "40", "4.00", "ms", "1.50", "ms"]
+        );
+        assert_eq!(row("3 ")[..5], ["3", "2", "7", "0", "0"]);
+        let p2p = row("point-to-point");
+        // PRQ 20 searches mean 1.5 max 20, UMQ 60 mean 2.00 max 5, matches 40
         assert_eq!(
             p2p[..8],
             [
@@ -356,15 +503,33 @@ mod tests {
                 "40"
             ]
         );
-        assert!(lines[2].ends_with("16.6 us  14.6 us"), "{}", lines[2]);
         assert!(
-            lines[3].starts_with("collective") && lines[3].contains(" - "),
-            "{}",
-            lines[3]
+            lines.iter().any(|l| l.ends_with("16.6 us  14.6 us")),
+            "{text}"
         );
-        assert!(lines[4].starts_with("all "));
-        assert!(text.contains("queues allocated per rank: mean 3.5, max 5 (rank 0), rank 0 5"));
+        assert!(text.contains("queues allocated per rank: mean 3.5, max 5 (rank 0)"));
         assert!(text.contains("0 posted receives, 1 unexpected messages"));
+    }
+
+    #[test]
+    fn a_run_mpi_matched_alone_says_so_and_shows_no_engine_table() {
+        let quiet = |rank| {
+            let mut l = line("col+pnp", rank, 2, 0, 0, 0);
+            l = l.replace(r#""matches":20"#, r#""matches":0"#);
+            let mut r = with_comms(l, vec![comm(0, 500, 0, 0)]);
+            r.point_to_point = Traffic::default();
+            r
+        };
+        let s = Summary::new(&[quiet(0), quiet(1)]);
+        let text = summary(&s, None, "r");
+        assert!(
+            text.contains(
+                "\nMPI matched all 1000 receives; queues never grew: the shim had nothing to do here.\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("the shim's engine (col+pnp) matched nothing"));
+        assert!(!text.contains("PRQ searches"), "{text}");
     }
 
     #[test]
@@ -390,6 +555,7 @@ mod tests {
                 "-",
                 "-",
                 "-",
+                "-",
                 "90",
                 "ns",
                 "(80–100)",
@@ -397,15 +563,19 @@ mod tests {
                 "-"
             ]
         );
+        // variant, shim matched (no communicators in the fixture), matching, vs list, share,
+        // wall, vs native, queues
         assert_eq!(
             cells(4),
             [
                 "rank",
+                "0",
+                "%",
                 "2.1",
                 "us",
                 "(1.1–3.1)",
                 "4.00x",
-                "0.0",
+                "0.4",
                 "%",
                 "95",
                 "ns",
@@ -414,6 +584,17 @@ mod tests {
                 "6"
             ]
         );
+        c.load = Some(crate::compare::Load {
+            cores: 2,
+            before: 3.5,
+            others_median: 1.2,
+            others_max: 1.9,
+        });
+        let text = comparison(&c);
+        assert!(text.contains(
+            "load: average 3.50 before the runs; other work kept 1.20 of 2 cores busy during \
+             them (median over runs, max 1.90)\nwarning: the machine was busy"
+        ));
         assert!(text.contains("warning: n1 ran 4 ranks on 2 cores"));
         assert!(text.contains("\nrecommendation: rank (MATCHSHIM_ENGINE=rank)\n  - matching is "));
     }

@@ -1,5 +1,6 @@
 //! Settings read once from the environment at `MPI_Init`.
 
+use crate::matching::gpu::Launch;
 use crate::matching::{EngineKind, EngineParams, Simd};
 use std::path::PathBuf;
 
@@ -9,8 +10,8 @@ pub struct Config {
     pub params: EngineParams,
     /// JSON Lines file that gets one report per rank at `MPI_Finalize`.
     pub report: Option<PathBuf>,
-    /// One-line summary on rank 0's stderr at `MPI_Finalize`.
-    pub verbose: bool,
+    /// When rank 0 prints its one-line summary at `MPI_Finalize`.
+    pub verbose: Verbosity,
     /// Who runs collectives.
     pub coll: CollMode,
     /// When the shim matches instead of MPI.
@@ -67,6 +68,17 @@ impl CollMode {
     }
 }
 
+/// `MATCHSHIM_VERBOSE`: when rank 0 says, at `MPI_Finalize`, who matched the run's receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verbosity {
+    /// `0`: never.
+    Quiet,
+    /// Unset: when the shim took matching over somewhere.
+    Takeovers,
+    /// `1`: always, with the engine's counters.
+    Always,
+}
+
 /// Every variable the shim reads.
 pub const KNOWN: &[&str] = &[
     "MATCHSHIM_ENGINE",
@@ -82,6 +94,10 @@ pub const KNOWN: &[&str] = &[
     "MATCHSHIM_TAKEOVER",
     "MATCHSHIM_TAKEOVER_DEPTH",
     "MATCHSHIM_TRACE",
+    "MATCHSHIM_GPU_BURST",
+    "MATCHSHIM_GPU_SCAN",
+    "MATCHSHIM_GPU_LAUNCH",
+    "MATCHSHIM_NVRTC",
 ];
 
 fn bad_value(name: &str, value: &str, accepted: &str) -> String {
@@ -125,7 +141,7 @@ impl Config {
             engine: EngineKind::ColPnp,
             params: EngineParams::default(),
             report: None,
-            verbose: false,
+            verbose: Verbosity::Takeovers,
             coll: CollMode::Shim,
             takeover: Takeover::Auto,
             takeover_depth: DEFAULT_TAKEOVER_DEPTH,
@@ -152,8 +168,9 @@ impl Config {
                 "MATCHSHIM_TRACE" => config.trace = Some(path(&name, value, "a directory")?),
                 "MATCHSHIM_VERBOSE" => {
                     config.verbose = match value.as_str() {
-                        "0" | "" => false,
-                        "1" => true,
+                        "0" => Verbosity::Quiet,
+                        "" => Verbosity::Takeovers,
+                        "1" => Verbosity::Always,
                         _ => return Err(bad_value(&name, &value, "0, 1")),
                     };
                 }
@@ -176,6 +193,24 @@ impl Config {
                 }
                 "MATCHSHIM_TAKEOVER_DEPTH" => {
                     config.takeover_depth = positive(&name, &value)?.min(1 << 20) as u32;
+                }
+                "MATCHSHIM_GPU_BURST" => {
+                    config.params.gpu.burst = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
+                "MATCHSHIM_GPU_SCAN" => {
+                    config.params.gpu.scan = positive(&name, &value)?;
+                    config.params.gpu.chosen = true;
+                }
+                "MATCHSHIM_GPU_LAUNCH" => {
+                    config.params.gpu.launch = [Launch::Stream, Launch::Graph]
+                        .into_iter()
+                        .find(|launch| launch.name() == value)
+                        .ok_or_else(|| bad_value(&name, &value, "stream, graph"))?;
+                }
+                // Read where NVRTC is loaded; a file name that is not there is reported then.
+                "MATCHSHIM_NVRTC" => {
+                    path(&name, value, "the path of a libnvrtc.so")?;
                 }
                 "MATCHSHIM_COLL" => {
                     config.coll = CollMode::ALL
@@ -216,7 +251,8 @@ mod tests {
         let config = Config::from_vars(vars(&[("PATH", "/bin")])).unwrap();
         assert_eq!(config.engine, EngineKind::ColPnp);
         assert_eq!(config.params, EngineParams::default());
-        assert!(config.report.is_none() && !config.verbose && config.trace.is_none());
+        assert!(config.report.is_none() && config.trace.is_none());
+        assert_eq!(config.verbose, Verbosity::Takeovers);
         assert_eq!(config.coll, CollMode::Shim);
     }
 
@@ -318,6 +354,31 @@ mod tests {
     }
 
     #[test]
+    fn gpu_thresholds_and_launches_are_read_and_checked() {
+        let config = Config::from_vars(vars(&[
+            ("MATCHSHIM_GPU_BURST", "512"),
+            ("MATCHSHIM_GPU_SCAN", "100000"),
+            ("MATCHSHIM_GPU_LAUNCH", "graph"),
+            ("MATCHSHIM_NVRTC", "/opt/libnvrtc.so.13"),
+        ]))
+        .unwrap();
+        let gpu = config.params.gpu;
+        assert_eq!(
+            (gpu.burst, gpu.scan, gpu.launch),
+            (512, 100000, Launch::Graph)
+        );
+        for (name, value, accepted) in [
+            ("MATCHSHIM_GPU_BURST", "0", "positive integer"),
+            ("MATCHSHIM_GPU_SCAN", "x", "positive integer"),
+            ("MATCHSHIM_GPU_LAUNCH", "persistent", "stream, graph"),
+            ("MATCHSHIM_NVRTC", "", "libnvrtc"),
+        ] {
+            let err = Config::from_vars(vars(&[(name, value)])).unwrap_err();
+            assert!(err.contains(name) && err.contains(accepted), "{err}");
+        }
+    }
+
+    #[test]
     fn trace_names_a_directory() {
         let config = Config::from_vars(vars(&[("MATCHSHIM_TRACE", "/tmp/t")])).unwrap();
         assert_eq!(config.trace, Some(PathBuf::from("/tmp/t")));
@@ -329,9 +390,17 @@ mod tests {
     }
 
     #[test]
-    fn bad_verbose_value_is_an_error() {
+    fn verbose_values_and_a_bad_one() {
         let err = Config::from_vars(vars(&[("MATCHSHIM_VERBOSE", "yes")])).unwrap_err();
         assert!(err.contains("MATCHSHIM_VERBOSE"));
+        let level = |v: &str| {
+            Config::from_vars(vars(&[("MATCHSHIM_VERBOSE", v)]))
+                .unwrap()
+                .verbose
+        };
+        assert_eq!(level("0"), Verbosity::Quiet);
+        assert_eq!(level(""), Verbosity::Takeovers);
+        assert_eq!(level("1"), Verbosity::Always);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The per-rank report: one JSON line that the shim writes at `MPI_Finalize` and the
 //! `matchshim` command reads back. One schema for both sides.
 
+use crate::config::Verbosity;
 use crate::matching::{SearchStats, TrafficStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -92,14 +93,34 @@ pub struct CommReport {
     pub assertions: Vec<String>,
 }
 
-impl CommReport {
-    /// Adds another communicator's counters (for totals).
-    pub fn add(&mut self, other: &CommReport) {
-        self.switches += other.switches;
-        self.delegated_time_ns += other.delegated_time_ns;
-        self.delegated_receives += other.delegated_receives;
-        self.takeover_time_ns += other.takeover_time_ns;
-        self.takeover_matches += other.takeover_matches;
+/// Messages the shim drained out of MPI and handed to its engines together, one burst per
+/// drain that found any.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Bursts {
+    pub count: u64,
+    pub messages: u64,
+    /// Messages per burst.
+    pub mean: f64,
+    pub largest: u64,
+}
+
+impl Bursts {
+    pub fn record(&mut self, messages: usize) {
+        self.count += 1;
+        self.messages += messages as u64;
+        self.largest = self.largest.max(messages as u64);
+        self.mean = self.messages as f64 / self.count as f64;
+    }
+
+    pub fn add(&mut self, other: &Bursts) {
+        self.count += other.count;
+        self.messages += other.messages;
+        self.largest = self.largest.max(other.largest);
+        self.mean = if self.count == 0 {
+            0.0
+        } else {
+            self.messages as f64 / self.count as f64
+        };
     }
 }
 
@@ -111,6 +132,9 @@ pub struct Offload {
     /// The device, or why there is none.
     pub detail: String,
     pub kernel_launches: u64,
+    /// Bursts the kernels matched (on the device, or in their host build where there is none).
+    #[serde(default)]
+    pub kernel_bursts: u64,
 }
 
 /// One rank's report. Fields a reader does not know are ignored, so later versions may add some.
@@ -147,6 +171,9 @@ pub struct RankReport {
     /// The `gpu` engine's path; absent for the other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Offload>,
+    /// Arrivals drained out of MPI and matched as bursts while the shim matched.
+    #[serde(default)]
+    pub bursts: Bursts,
 }
 
 impl RankReport {
@@ -155,6 +182,265 @@ impl RankReport {
         let mut line = serde_json::to_string(self).expect("a report always serializes");
         line.push('\n');
         line
+    }
+}
+
+/// A duration with a unit that keeps three significant figures readable.
+pub fn duration(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} us", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// `part` of `whole` as a percentage that reads true at its edges: 100 % only when nothing is
+/// missing, 0 % only for nothing.
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 || part == 0 {
+        return "0 %".into();
+    }
+    if part == whole {
+        return "100 %".into();
+    }
+    let p = part as f64 * 100.0 / whole as f64;
+    // Rounded down past 99 and up below 1, so 99.97 % does not read as 100 % nor 0.02 % as 0.
+    if p >= 99.0 {
+        let tenths = (p * 10.0).floor() / 10.0;
+        if tenths >= 100.0 {
+            "99.9 %".into()
+        } else {
+            format!("{tenths:.1} %")
+        }
+    } else if p < 1.0 {
+        format!("{:.1} %", ((p * 10.0).ceil() / 10.0).min(0.9))
+    } else {
+        format!("{p:.0} %")
+    }
+}
+
+/// Takeovers of one communicator on one rank: switches to the shim (every second switch goes
+/// back to MPI), or one for a communicator the shim held from the start (`always`).
+pub fn takeovers(c: &CommReport) -> u64 {
+    if c.switches == 0 {
+        u64::from(c.takeover_time_ns > 0)
+    } else {
+        c.switches.div_ceil(2)
+    }
+}
+
+/// Who matched a run's receives, over its ranks: MPI, while a communicator was delegated, or
+/// the shim's engine, while the shim had taken it over. The numbers behind the sentence a
+/// report leads with and behind rank 0's line at `MPI_Finalize`; the same sums whether made from
+/// report lines or by a reduction over the ranks ([`Tally::words`], [`Tally::from_words`]).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Tally {
+    pub ranks: u64,
+    /// Receives the ranks posted to MPI while delegated: MPI matched them.
+    pub mpi_matched: u64,
+    /// Messages the engine matched while the shim had taken over (both traffic types).
+    pub shim_matched: u64,
+    pub takeovers: u64,
+    /// The longest one communicator stayed taken over on one rank.
+    pub longest_takeover_ns: u64,
+    /// The longest rank's time from `MPI_Init` to `MPI_Finalize`.
+    pub wall_time_ns: u64,
+    /// The engine's counters, both traffic types (for `MATCHSHIM_VERBOSE=1`).
+    pub unexpected: u64,
+    pub prq_searches: u64,
+    pub prq_depth_total: u64,
+    pub prq_depth_max: u64,
+    pub umq_searches: u64,
+    pub umq_depth_total: u64,
+    pub umq_depth_max: u64,
+    pub match_time_ns: u64,
+    pub queues_max: u64,
+    pub unexpected_left: u64,
+}
+
+/// Counters summed over ranks, then those maxed, in the order of [`Tally::words`].
+const SUMMED: usize = 11;
+const MAXED: usize = 5;
+
+impl Tally {
+    /// One rank's share.
+    pub fn of(r: &RankReport) -> Tally {
+        let (p, c) = (&r.point_to_point, &r.collective);
+        let depth_total = |s: &Search| (s.mean_depth * s.searches as f64).round() as u64;
+        Tally {
+            ranks: 1,
+            mpi_matched: r.comms.iter().map(|c| c.delegated_receives).sum(),
+            shim_matched: r.comms.iter().map(|c| c.takeover_matches).sum(),
+            takeovers: r.comms.iter().map(takeovers).sum(),
+            longest_takeover_ns: r
+                .comms
+                .iter()
+                .map(|c| c.takeover_time_ns)
+                .max()
+                .unwrap_or(0),
+            wall_time_ns: r.wall_time_ns,
+            unexpected: p.unexpected + c.unexpected,
+            prq_searches: p.prq.searches + c.prq.searches,
+            prq_depth_total: depth_total(&p.prq) + depth_total(&c.prq),
+            prq_depth_max: p.prq.max_depth.max(c.prq.max_depth),
+            umq_searches: p.umq.searches + c.umq.searches,
+            umq_depth_total: depth_total(&p.umq) + depth_total(&c.umq),
+            umq_depth_max: p.umq.max_depth.max(c.umq.max_depth),
+            match_time_ns: r.match_time_ns,
+            queues_max: r.queues_max,
+            unexpected_left: r.unexpected_left,
+        }
+    }
+
+    /// Every rank's share, summed (or maxed).
+    pub fn over(reports: &[RankReport]) -> Tally {
+        let mut sums = [0u64; SUMMED];
+        let mut maxes = [0u64; MAXED];
+        for r in reports {
+            let (s, m) = Tally::of(r).words();
+            sums.iter_mut().zip(s).for_each(|(a, b)| *a += b);
+            maxes.iter_mut().zip(m).for_each(|(a, b)| *a = (*a).max(b));
+        }
+        Tally::from_words(&sums, &maxes)
+    }
+
+    /// The counters to sum over ranks and those to take the maximum of, for a reduction.
+    pub fn words(&self) -> ([u64; SUMMED], [u64; MAXED]) {
+        (
+            [
+                self.ranks,
+                self.mpi_matched,
+                self.shim_matched,
+                self.takeovers,
+                self.unexpected,
+                self.prq_searches,
+                self.prq_depth_total,
+                self.umq_searches,
+                self.umq_depth_total,
+                self.match_time_ns,
+                self.unexpected_left,
+            ],
+            [
+                self.longest_takeover_ns,
+                self.wall_time_ns,
+                self.prq_depth_max,
+                self.umq_depth_max,
+                self.queues_max,
+            ],
+        )
+    }
+
+    /// The tally of reduced [`Tally::words`]; missing words read as 0.
+    pub fn from_words(sums: &[u64], maxes: &[u64]) -> Tally {
+        let s = |i: usize| sums.get(i).copied().unwrap_or(0);
+        let m = |i: usize| maxes.get(i).copied().unwrap_or(0);
+        Tally {
+            ranks: s(0),
+            mpi_matched: s(1),
+            shim_matched: s(2),
+            takeovers: s(3),
+            unexpected: s(4),
+            prq_searches: s(5),
+            prq_depth_total: s(6),
+            umq_searches: s(7),
+            umq_depth_total: s(8),
+            match_time_ns: s(9),
+            unexpected_left: s(10),
+            longest_takeover_ns: m(0),
+            wall_time_ns: m(1),
+            prq_depth_max: m(2),
+            umq_depth_max: m(3),
+            queues_max: m(4),
+        }
+    }
+
+    /// The shim took matching over somewhere.
+    pub fn took_over(&self) -> bool {
+        self.takeovers > 0
+    }
+
+    /// What happened, in one sentence with its numbers.
+    pub fn sentence(&self) -> String {
+        let received = self.mpi_matched + self.shim_matched;
+        if !self.took_over() {
+            if received == 0 {
+                return "no receive was posted: the shim had nothing to do here".into();
+            }
+            return format!(
+                "MPI matched all {received} receives; queues never grew: the shim had nothing \
+                 to do here"
+            );
+        }
+        let times = if self.takeovers == 1 { "once" } else { "times" };
+        let count = if self.takeovers == 1 {
+            String::new()
+        } else {
+            format!("{} ", self.takeovers)
+        };
+        let matched = match self.shim_matched {
+            0 => "matched nothing".to_string(),
+            1 => "matched 1 message".to_string(),
+            n => format!("matched {n} messages"),
+        };
+        let share = if self.wall_time_ns == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} of the run)",
+                percent(
+                    self.longest_takeover_ns.min(self.wall_time_ns),
+                    self.wall_time_ns
+                )
+            )
+        };
+        format!(
+            "MPI matched {} of {received} receives; the shim took over {count}{times} and {matched}, \
+             holding a communicator for at most {}{share}",
+            percent(self.mpi_matched, received),
+            duration(self.longest_takeover_ns),
+        )
+    }
+
+    /// Rank 0's line at `MPI_Finalize` (`None`: nothing to say at this verbosity).
+    pub fn finalize_line(
+        &self,
+        engine: &str,
+        takeover: &str,
+        verbose: Verbosity,
+    ) -> Option<String> {
+        match verbose {
+            Verbosity::Quiet => return None,
+            Verbosity::Takeovers if !self.took_over() => return None,
+            _ => {}
+        }
+        let ranks = if self.ranks == 1 { "rank" } else { "ranks" };
+        let mut line = format!(
+            "matchshim ({engine}, takeover {takeover}, {} {ranks}): {}",
+            self.ranks,
+            self.sentence()
+        );
+        if verbose == Verbosity::Always {
+            let mean = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
+            line.push_str(&format!(
+                "; engine: unexpected={} prq_depth_mean={:.2} prq_depth_max={} \
+                 umq_depth_mean={:.2} umq_depth_max={} match_time={} queues_max={} \
+                 unexpected_left={}",
+                self.unexpected,
+                mean(self.prq_depth_total, self.prq_searches),
+                self.prq_depth_max,
+                mean(self.umq_depth_total, self.umq_searches),
+                self.umq_depth_max,
+                duration(self.match_time_ns),
+                self.queues_max,
+                self.unexpected_left
+            ));
+        }
+        Some(line)
     }
 }
 
@@ -247,7 +533,106 @@ mod tests {
                 assertions: vec!["mpi_assert_no_any_source".to_string()],
             }],
             gpu: None,
+            bursts: Bursts {
+                count: 2,
+                messages: 5,
+                mean: 2.5,
+                largest: 4,
+            },
         }
+    }
+
+    fn comm(delegated: u64, switches: u64, takeover_ns: u64, matches: u64) -> CommReport {
+        CommReport {
+            id: 0,
+            size: 2,
+            switches,
+            delegated_time_ns: 1000,
+            delegated_receives: delegated,
+            takeover_time_ns: takeover_ns,
+            takeover_matches: matches,
+            assertions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_mpi_matched_alone_says_so_and_rank_0_stays_quiet() {
+        let mut a = sample();
+        a.comms = vec![comm(999, 0, 0, 0)];
+        let mut b = sample();
+        b.rank = 0;
+        b.comms = vec![comm(1, 0, 0, 0)];
+        let t = Tally::over(&[a, b]);
+        assert_eq!((t.ranks, t.mpi_matched, t.takeovers), (2, 1000, 0));
+        assert_eq!(
+            t.sentence(),
+            "MPI matched all 1000 receives; queues never grew: the shim had nothing to do here"
+        );
+        assert_eq!(
+            t.finalize_line("col+pnp", "auto", Verbosity::Takeovers),
+            None
+        );
+        let line = t
+            .finalize_line("col+pnp", "auto", Verbosity::Always)
+            .unwrap();
+        assert!(
+            line.starts_with(
+                "matchshim (col+pnp, takeover auto, 2 ranks): MPI matched all 1000 receives;"
+            ) && line.contains("nothing to do here; engine: unexpected=0 "),
+            "{line}"
+        );
+        assert_eq!(t.finalize_line("col+pnp", "auto", Verbosity::Quiet), None);
+    }
+
+    #[test]
+    fn takeovers_are_counted_and_told_with_their_share_of_the_run() {
+        let mut a = sample();
+        // Taken over, back, taken over again (and held to the end): two takeovers.
+        a.comms = vec![comm(9997, 3, 250_000_000, 3), comm(0, 0, 0, 0)];
+        a.wall_time_ns = 1_000_000_000;
+        let t = Tally::over(&[a.clone()]);
+        assert_eq!((t.takeovers, t.shim_matched), (2, 3));
+        assert_eq!(
+            t.sentence(),
+            "MPI matched 99.9 % of 10000 receives; the shim took over 2 times and matched 3 \
+             messages, holding a communicator for at most 250.00 ms (25 % of the run)"
+        );
+        assert!(t
+            .finalize_line("bins", "auto", Verbosity::Takeovers)
+            .unwrap()
+            .starts_with("matchshim (bins, takeover auto, 1 rank): MPI matched 99.9 %"));
+        // `always`: held from the start, no switch.
+        a.comms = vec![comm(0, 0, 5, 1)];
+        let t = Tally::over(&[a]);
+        assert_eq!(t.takeovers, 1);
+        assert!(t.sentence().starts_with(
+            "MPI matched 0 % of 1 receives; the shim took over once and matched 1 message"
+        ));
+    }
+
+    #[test]
+    fn a_reduction_of_the_words_gives_the_sums() {
+        let mut a = sample();
+        a.comms = vec![comm(10, 2, 70, 4)];
+        let mut b = sample();
+        b.rank = 0;
+        b.comms = vec![comm(5, 1, 90, 1)];
+        b.queues_max = 40;
+        let (sa, ma) = Tally::of(&a).words();
+        let (sb, mb) = Tally::of(&b).words();
+        let sums: Vec<u64> = sa.iter().zip(sb).map(|(x, y)| x + y).collect();
+        let maxes: Vec<u64> = ma.iter().zip(mb).map(|(x, y)| (*x).max(y)).collect();
+        assert_eq!(Tally::from_words(&sums, &maxes), Tally::over(&[a, b]));
+    }
+
+    #[test]
+    fn percentages_read_true_at_their_edges() {
+        assert_eq!(percent(0, 0), "0 %");
+        assert_eq!(percent(5, 5), "100 %");
+        assert_eq!(percent(99_999, 100_000), "99.9 %");
+        assert_eq!(percent(1, 100_000), "0.1 %");
+        assert_eq!(percent(1, 3), "33 %");
+        assert_eq!(duration(12_534_917), "12.53 ms");
     }
 
     #[test]
@@ -264,6 +649,7 @@ mod tests {
         let mut value: serde_json::Value = serde_json::from_str(&sample().to_line()).unwrap();
         let object = value.as_object_mut().unwrap();
         object.remove("collectives");
+        object.remove("bursts");
         assert!(
             object.get("gpu").is_none(),
             "absent unless the engine is gpu"
@@ -271,6 +657,7 @@ mod tests {
         object.insert("added_later".into(), serde_json::json!({"x": 1}));
         let back = parse_lines(&value.to_string(), Path::new("r")).unwrap();
         assert!(back[0].collectives.is_empty() && back[0].gpu.is_none());
+        assert_eq!(back[0].bursts, Bursts::default());
         assert_eq!(back[0].engine, "col+pnp");
     }
 
@@ -281,6 +668,7 @@ mod tests {
                 path: "cpu".to_string(),
                 detail: "no CUDA driver".to_string(),
                 kernel_launches: 0,
+                kernel_bursts: 3,
             }),
             ..sample()
         };

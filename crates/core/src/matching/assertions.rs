@@ -44,7 +44,7 @@ impl Assertions {
         self.no_any_source && self.no_any_tag
     }
 
-    /// Unordered matching is allowed and needs no wildcards: the hash tables of paper 000 §VI.
+    /// Unordered matching is allowed and needs no wildcards: the hash tables of Klenk et al. 2017, §VI.
     pub fn unordered(self) -> bool {
         self.no_any_source && self.no_any_tag && self.allow_overtaking
     }

@@ -1,4 +1,4 @@
-//! The scan/reduce bit-matrix matcher of Klenk et al. (paper 000 §V) on the CPU.
+//! The scan/reduce bit-matrix matcher of Klenk et al. (2017, §V) on the CPU.
 //!
 //! Queued elements are packed 64-bit keys in arrays, with one live bit each, 64 to a word. A vote
 //! compares one key with 64 elements at once and yields one bit per pair; the earliest-first

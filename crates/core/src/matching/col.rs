@@ -1,4 +1,4 @@
-//! Queues for collective elements (paper 004 §4.1, Algorithms 1 and 2, Fig. 3).
+//! Queues for collective elements (Ghazimirsaeed et al. 2019, §4.1, Algorithms 1 and 2, Fig. 3).
 
 use super::store::{fingerprint, Loc, Store};
 use super::{
@@ -197,7 +197,7 @@ impl<T: Element> Side<T> {
 }
 
 /// Posted receives and unexpected messages each in collective queues. Dedicated queues stay
-/// within `k_c·√n` on each side, as paper 004 counts them (its Fig. 9 and 10).
+/// within `k_c·√n` on each side, as Ghazimirsaeed et al. (2019) count them (its Fig. 9 and 10).
 pub struct Col {
     prq: Side<Pattern>,
     umq: Side<Envelope>,
@@ -325,7 +325,7 @@ mod tests {
         }
     }
 
-    /// Paper 004 Fig. 3: the first call of each (collective, size) is profiled in the profiling
+    /// Ghazimirsaeed et al. 2019, Fig. 3: the first call of each (collective, size) is profiled in the profiling
     /// queue; later calls get levels of their own, and searches go from the profiling queue
     /// through the levels in order.
     #[test]

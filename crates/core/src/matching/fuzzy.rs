@@ -170,6 +170,79 @@ pub struct Fuzzy {
     umq: Side<Envelope>,
     simd: Simd,
     stats: EngineStats,
+    burst: Burst,
+}
+
+/// Bursts shorter than this arrive one by one: a search per message costs less than a walk of
+/// the posted receives when few messages wait.
+const BURST_WALK: usize = 8;
+
+/// A burst's waiting messages by fingerprint, oldest first: an open-addressing table from a
+/// fingerprint to the first message holding it, and a chain through the rest (kept between
+/// bursts so that a burst allocates nothing).
+#[derive(Default)]
+struct Burst {
+    table: Vec<(u16, u32)>,
+    next: Vec<u32>,
+    keys: Vec<u16>,
+    /// The receive each message took, or `NONE`.
+    taken: Vec<u64>,
+}
+
+const NONE: u32 = u32::MAX;
+const NOT_TAKEN: u64 = u64::MAX;
+
+impl Burst {
+    /// Indexes `msgs` by fingerprint.
+    fn index(&mut self, msgs: &[(Envelope, MsgId)]) {
+        let size = (2 * msgs.len()).next_power_of_two();
+        self.table.clear();
+        self.table.resize(size, (HOLE, NONE));
+        self.next.clear();
+        self.next.resize(msgs.len(), NONE);
+        self.keys.clear();
+        self.keys
+            .extend(msgs.iter().map(|(env, _)| fingerprint(env.source, env.tag)));
+        self.taken.clear();
+        self.taken.resize(msgs.len(), NOT_TAKEN);
+        // Pushed newest first, so each chain runs oldest first.
+        for i in (0..msgs.len()).rev() {
+            let at = self.place(self.keys[i]);
+            let (key, head) = &mut self.table[at];
+            *key = self.keys[i];
+            self.next[i] = *head;
+            *head = i as u32;
+        }
+    }
+
+    fn place(&self, key: u16) -> usize {
+        let mask = self.table.len() - 1;
+        let mut at = (key as usize).wrapping_mul(0x9e37) & mask;
+        while self.table[at].0 != key && self.table[at].0 != HOLE {
+            at = (at + 1) & mask;
+        }
+        at
+    }
+
+    /// The oldest waiting message with fingerprint `key` that `fits`; taken messages at the
+    /// front of the chain are dropped from it on the way.
+    fn take_keyed(&mut self, key: u16, fits: impl Fn(usize) -> bool) -> Option<usize> {
+        let at = self.place(key);
+        if self.table[at].0 != key {
+            return None;
+        }
+        while self.table[at].1 != NONE && self.taken[self.table[at].1 as usize] != NOT_TAKEN {
+            self.table[at].1 = self.next[self.table[at].1 as usize];
+        }
+        let mut i = self.table[at].1;
+        while i != NONE {
+            if self.taken[i as usize] == NOT_TAKEN && fits(i as usize) {
+                return Some(i as usize);
+            }
+            i = self.next[i as usize];
+        }
+        None
+    }
 }
 
 impl Fuzzy {
@@ -182,6 +255,7 @@ impl Fuzzy {
             umq: Side::new(),
             simd: simd.usable(),
             stats,
+            burst: Burst::default(),
         }
     }
 
@@ -226,6 +300,74 @@ impl MatchEngine for Fuzzy {
             None => {
                 self.umq.push(key, env, msg);
                 None
+            }
+        }
+    }
+
+    /// The matrix of Klenk et al. 2017 read by columns: the posted receives, oldest first, each take
+    /// the oldest waiting message of the burst they fit, found by fingerprint (a wildcard
+    /// receive looks at every waiting message). With earliest-first on both sides the matching
+    /// is the one arrivals one by one give, and one walk of the receives replaces a search per
+    /// message. Depth counts the receives the walk passed.
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
+        if msgs.len() < BURST_WALK || self.prq.len == 0 {
+            matched.extend(msgs.iter().map(|&(env, msg)| self.arrive(env, msg)));
+            return;
+        }
+        self.burst.index(msgs);
+        let (mut waiting, mut oldest_waiting) = (msgs.len(), 0);
+        let (mut at, mut prev) = (self.prq.head, None);
+        let mut passed = 0;
+        while let (Some(index), true) = (at, waiting > 0) {
+            let next = self.prq.blocks[index].next;
+            let mut live = self.prq.blocks[index].live;
+            let mut emptied = false;
+            while live != 0 && waiting > 0 {
+                let slot = live.trailing_zeros() as usize;
+                live &= live - 1;
+                passed += 1;
+                let block = &self.prq.blocks[index];
+                let (want, recv) = block.entries[slot];
+                let key = block.keys.0[slot];
+                let fits = |i: usize| want.matches(&msgs[i].0);
+                let found = if key == 0 {
+                    (oldest_waiting..msgs.len())
+                        .find(|&i| self.burst.taken[i] == NOT_TAKEN && fits(i))
+                } else {
+                    self.burst.take_keyed(key, fits)
+                };
+                let Some(m) = found else { continue };
+                self.burst.taken[m] = recv;
+                waiting -= 1;
+                while oldest_waiting < msgs.len() && self.burst.taken[oldest_waiting] != NOT_TAKEN {
+                    oldest_waiting += 1;
+                }
+                self.stats.traffic(msgs[m].0.class).arrival(passed, true);
+                let place = Loc {
+                    block: index,
+                    prev,
+                    slot,
+                };
+                emptied = self.prq.blocks[index].live & !(1 << slot) == 0 && next.is_some();
+                self.prq.remove(place);
+                if emptied {
+                    break;
+                }
+            }
+            // An emptied block left the list: the one before it stays the previous one.
+            if !emptied {
+                prev = at;
+            }
+            at = next;
+        }
+        for (m, &(env, msg)) in msgs.iter().enumerate() {
+            let recv = self.burst.taken[m];
+            if recv == NOT_TAKEN {
+                self.stats.traffic(env.class).arrival(passed, false);
+                self.umq.push(fingerprint(env.source, env.tag), env, msg);
+                matched.push(None);
+            } else {
+                matched.push(Some(recv));
             }
         }
     }

@@ -275,8 +275,9 @@ pub trait MatchEngine: Send {
     /// A message arrived: remove and return the earliest matching posted receive, or queue the
     /// message as unexpected.
     fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId>;
-    /// Messages arrived together, in this order: the same as `arrive` on each in turn, the
-    /// results appended to `matched` (a buffer the caller keeps, so a burst allocates nothing).
+    /// Messages arrived together, in this order: the same as `arrive` on each in turn (or, on
+    /// a communicator that allows overtaking, a legal reordering of it), the results appended
+    /// to `matched` (a buffer the caller keeps, so a burst allocates nothing).
     fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
         matched.extend(msgs.iter().map(|&(env, msg)| self.arrive(env, msg)));
     }
@@ -313,7 +314,8 @@ pub enum EngineKind {
     /// One list per side in blocks of 32 hashed 16-bit keys, compared 32 at a time and then
     /// verified (Open MPI's `custommatch`).
     Fuzzy,
-    /// Hash tables on the CPU, scan and lookup kernels on an NVIDIA GPU for big bursts.
+    /// Hash-chained queues on the CPU and their copy on an NVIDIA GPU, whose kernels match
+    /// big bursts (their host build where there is no GPU).
     Gpu,
 }
 
@@ -387,10 +389,12 @@ pub struct EngineParams {
     pub simd: Simd,
     /// What the communicator's info asserts.
     pub assertions: Assertions,
+    /// When `gpu` runs its kernels, and how it launches them.
+    pub gpu: gpu::GpuParams,
 }
 
 impl Default for EngineParams {
-    /// θ = 100 and k_c = k_p = 8 as in paper 004; 256 bins; the widest vectors of this CPU.
+    /// θ = 100 and k_c = k_p = 8 as in Ghazimirsaeed et al. 2019; 256 bins; the widest vectors of this CPU.
     fn default() -> Self {
         EngineParams {
             comm_size: 1,
@@ -402,12 +406,13 @@ impl Default for EngineParams {
             adaptive_window: 64,
             simd: Simd::detect(),
             assertions: Assertions::default(),
+            gpu: gpu::GpuParams::default(),
         }
     }
 }
 
 /// ⌊k·√n⌋: how many dedicated queues one part of an engine may allocate on one side (posted
-/// receives, unexpected messages), the way paper 004 counts PRQs and UMQs. The collective part
+/// receives, unexpected messages), the way Ghazimirsaeed et al. (2019) count PRQs and UMQs. The collective part
 /// (`col`) gets `k_c`, the point-to-point part (`pnp`) `k_p`, so each side of an engine stays
 /// within `(k_c + k_p)·√n` besides its few fixed queues (base, profiling and wildcard queues).
 ///

@@ -1,4 +1,4 @@
-//! Partner/non-partner queues (paper 004 §4.2, Fig. 4), each queue split into hashed sub-queues.
+//! Partner/non-partner queues (Ghazimirsaeed et al. 2019, §4.2, Fig. 4), each queue split into hashed sub-queues.
 //!
 //! The queues are the paper's: a base queue, then per level a queue for each partner source and
 //! one non-partner queue, within `k_p·√n` dedicated queues per side. A closed queue (the base
@@ -283,7 +283,7 @@ mod tests {
         }
     }
 
-    /// Paper 004 Fig. 4 with θ = 4 and n = 4 ranks.
+    /// Ghazimirsaeed et al. 2019, Fig. 4 with θ = 4 and n = 4 ranks.
     #[test]
     fn queues_and_search_order_of_fig_4() {
         let params = EngineParams {

@@ -134,6 +134,80 @@ pub(crate) fn check_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
     }
 }
 
+/// As [`check_against_model`], with each run of arrivals handed to the engine as one burst:
+/// every engine's burst gives the matches of its arrivals one by one.
+pub(crate) fn check_bursts_against_model(engine: &mut dyn MatchEngine, ops: &[Op]) {
+    let mut model = Model::default();
+    let mut step = 0;
+    let mut matched = Vec::new();
+    while step < ops.len() {
+        let run = ops[step..]
+            .iter()
+            .take_while(|op| matches!(op, Op::Arrive(_)))
+            .count();
+        if run == 0 {
+            check_step(engine, &mut model, ops, step);
+            step += 1;
+            continue;
+        }
+        let msgs: Vec<(Envelope, MsgId)> = ops[step..step + run]
+            .iter()
+            .enumerate()
+            .map(|(i, op)| match op {
+                Op::Arrive(env) => (*env, (step + i) as MsgId),
+                _ => unreachable!("a run of arrivals"),
+            })
+            .collect();
+        matched.clear();
+        matched.push(Some(u64::MAX));
+        engine.arrive_burst(&msgs, &mut matched);
+        assert_eq!(matched[0], Some(u64::MAX), "step {step}: results appended");
+        for (i, &(env, msg)) in msgs.iter().enumerate() {
+            assert_eq!(
+                matched[1 + i],
+                model.arrive(env, msg),
+                "step {}: burst of {run}, {env:?}",
+                step + i
+            );
+        }
+        step += run;
+        assert_eq!(
+            engine.queued(),
+            (model.posted.len(), model.unexpected.len()),
+            "step {step}: queue lengths after a burst"
+        );
+    }
+}
+
+/// One operation other than an arrival on the engine and the model; ids are step numbers.
+fn check_step(engine: &mut dyn MatchEngine, model: &mut Model, ops: &[Op], step: usize) {
+    let id = step as u64;
+    match ops[step] {
+        Op::Post(want) => assert_eq!(engine.post(want, id), model.post(want, id), "step {step}"),
+        Op::Probe(want, remove) => assert_eq!(
+            engine.probe(want, remove),
+            model.probe(want, remove),
+            "step {step}"
+        ),
+        Op::Cancel(back) => {
+            let posted = ops[..step]
+                .iter()
+                .enumerate()
+                .filter(|(_, op)| matches!(op, Op::Post(_)))
+                .map(|(i, _)| i as u64);
+            if let Some(recv) = posted.rev().nth(back) {
+                assert_eq!(engine.cancel(recv), model.cancel(recv), "step {step}");
+            }
+        }
+        Op::Arrive(env) => assert_eq!(engine.arrive(env, id), model.arrive(env, id)),
+    }
+    assert_eq!(
+        engine.queued(),
+        (model.posted.len(), model.unexpected.len()),
+        "step {step}: queue lengths"
+    );
+}
+
 /// Every engine, once per vector width this CPU has for those that scan with vectors (the
 /// portable fallback included), built with `params`.
 fn every_engine(
@@ -166,6 +240,9 @@ proptest! {
     fn every_engine_matches_like_one_ordered_list(ops in ops(200)) {
         for (_, mut engine) in every_engine(&params(SOURCES as usize)) {
             check_against_model(engine.as_mut(), &ops);
+        }
+        for (_, mut engine) in every_engine(&params(SOURCES as usize)) {
+            check_bursts_against_model(engine.as_mut(), &ops);
         }
     }
 }
@@ -340,6 +417,7 @@ fn small_params() -> impl Strategy<Value = EngineParams> {
                 adaptive_window,
                 simd: Simd::detect(),
                 assertions: Assertions::default(),
+                ..EngineParams::default()
             },
         )
 }
@@ -361,6 +439,9 @@ proptest! {
     fn every_engine_matches_like_one_ordered_list_past_its_thresholds((params, ops) in small_case()) {
         for (_, mut engine) in every_engine(&params) {
             check_against_model(engine.as_mut(), &ops);
+        }
+        for (_, mut engine) in every_engine(&params) {
+            check_bursts_against_model(engine.as_mut(), &ops);
         }
     }
 
@@ -546,6 +627,8 @@ proptest! {
         for &kind in EngineKind::ALL {
             let mut engine = build_engine(kind, &asserting(params));
             check_against_model(engine.as_mut(), &ops);
+            let mut engine = build_engine(kind, &asserting(params));
+            check_bursts_against_model(engine.as_mut(), &ops);
         }
     }
 }

@@ -9,8 +9,10 @@
 use super::depth::{Order, Signals};
 use crate::clock::Clock;
 use crate::matching::{
-    Assertions, EngineKind, EngineParams, EngineStats, Envelope, ListEngine, MatchEngine, Pattern,
+    Assertions, EngineKind, EngineParams, EngineStats, Envelope, ListEngine, MatchEngine, MsgId,
+    Pattern, RecvId,
 };
+use crate::report::Bursts;
 use slab::Slab;
 
 /// A posted receive's key in its communicator's queues (and its id in the engine).
@@ -77,7 +79,16 @@ pub struct Queues<M, W> {
     match_ticks: [u64; 2],
     /// Times the engine (none: not timed).
     clock: Option<&'static Clock>,
+    /// The messages of the drain under way, each already unexpected under its id, and what
+    /// the engine matched them to (kept between drains so that a drain allocates nothing).
+    burst: Vec<(Envelope, MsgId)>,
+    burst_matched: Vec<Option<RecvId>>,
+    bursts: Bursts,
 }
+
+/// A drain hands its messages to the engine at least this often: the messages it holds out
+/// of MPI stay bounded while a sender keeps the queue full.
+pub const MAX_BURST: usize = 1 << 16;
 
 impl<M, W> Queues<M, W> {
     /// Queues with the engine `build` makes of `kind`, timed with `clock` if given.
@@ -112,6 +123,9 @@ impl<M, W> Queues<M, W> {
             signals: Signals::default(),
             match_ticks: [0; 2],
             clock,
+            burst: Vec::new(),
+            burst_matched: Vec::new(),
+            bursts: Bursts::default(),
         }
     }
 
@@ -144,13 +158,54 @@ impl<M, W> Queues<M, W> {
         Some((waiting.waiter, message))
     }
 
-    /// Pulls every message `inbox` holds into the engine, oldest first.
+    /// Pulls every message `inbox` holds into the engine: all of them, then to the engine as
+    /// one burst in the order the inbox gave them (at most [`MAX_BURST`] at a time). Each
+    /// matched message goes to its receive, the rest stay unexpected in arrival order.
     pub fn drain(&mut self, inbox: &mut impl Inbox<M, W>) {
         while let Some((env, message)) = inbox.next() {
-            if let Some((waiter, message)) = self.arrive(env, message) {
-                inbox.matched(waiter, message);
+            // Its place in arrival order is given once it stays unexpected.
+            let key = self.unexpected.insert(Unexpected { message, seq: 0 });
+            self.burst.push((env, key as MsgId));
+            if self.burst.len() == MAX_BURST {
+                self.match_burst(inbox);
             }
         }
+        self.match_burst(inbox);
+    }
+
+    fn match_burst(&mut self, inbox: &mut impl Inbox<M, W>) {
+        if self.burst.is_empty() {
+            return;
+        }
+        let burst = std::mem::take(&mut self.burst);
+        let mut matched = std::mem::take(&mut self.burst_matched);
+        matched.clear();
+        let start = self.ticks();
+        self.engine.arrive_burst(&burst, &mut matched);
+        let ticks = self.ticks() - start;
+        // A mixed burst's time is shared by its messages of each traffic type.
+        let collective = burst
+            .iter()
+            .filter(|(env, _)| env.class.is_collective())
+            .count();
+        let collective_ticks = ticks * collective as u64 / burst.len() as u64;
+        self.match_ticks[1] += collective_ticks;
+        self.match_ticks[0] += ticks - collective_ticks;
+        self.bursts.record(burst.len());
+        for (&(_, key), &found) in burst.iter().zip(&matched) {
+            let Some(recv) = found else {
+                self.unexpected[key as usize].seq = self.unexpected_order.push();
+                continue;
+            };
+            let message = self.unexpected.remove(key as usize).message;
+            let waiting = self.posted.remove(recv as usize);
+            let depth = self.posted_order.remove(waiting.seq);
+            self.signals.observe(depth);
+            inbox.matched(waiting.waiter, message);
+        }
+        self.burst = burst;
+        self.burst.clear();
+        self.burst_matched = matched;
     }
 
     /// Posts a receive: finds the earliest unexpected message that fits, or queues the receive
@@ -292,6 +347,11 @@ impl<M, W> Queues<M, W> {
     }
 
     /// The depths of the matches since the episode began.
+    /// The bursts drained into the engine so far.
+    pub fn bursts(&self) -> Bursts {
+        self.bursts
+    }
+
     pub fn signals(&self) -> &Signals {
         &self.signals
     }
@@ -377,6 +437,28 @@ mod tests {
         };
         assert_eq!(q.arrive(env(2, 5), 13), Some((100 + key as u64, 13)));
         assert_eq!(q.queued(), (0, 1));
+    }
+
+    #[test]
+    fn a_drain_is_one_burst_its_matches_to_their_receives_the_rest_unexpected_in_order() {
+        for kind in EngineKind::ALL {
+            let mut q = queues(*kind);
+            let Posted::Queued(key) = q.post(want(2, 7), |key| 100 + key as u64) else {
+                panic!("nothing arrived yet")
+            };
+            let mut mpi = Mpi::default();
+            mpi.held.extend([(env(1, 7), 1), (env(2, 7), 2), (env(1, 7), 3), (env(2, 7), 4)]);
+            q.drain(&mut mpi);
+            assert_eq!(mpi.matched, vec![(100 + key as u64, 2)], "{kind:?}");
+            let bursts = q.bursts();
+            assert_eq!((bursts.count, bursts.messages, bursts.largest), (1, 4, 4));
+            assert_eq!(q.queued(), (0, 3));
+            assert_eq!(q.post(want(ANY_SOURCE, 7), |_| 0), Posted::Found(1));
+            assert_eq!(q.post(want(ANY_SOURCE, 7), |_| 0), Posted::Found(3));
+            assert_eq!(q.post(want(ANY_SOURCE, 7), |_| 0), Posted::Found(4));
+            q.drain(&mut mpi);
+            assert_eq!(q.bursts().count, 1, "{kind:?}: an empty drain is no burst");
+        }
     }
 
     #[test]

@@ -53,6 +53,20 @@ impl MatchEngine for Recording {
         found
     }
 
+    /// Logged as the arrivals one by one: what the burst gives (in unordered matching, one
+    /// legal choice among several, which a replay need not repeat).
+    fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
+        let start = matched.len();
+        self.engine.arrive_burst(msgs, matched);
+        let mut trace = lock(&self.trace);
+        for (&(env, msg), &found) in msgs.iter().zip(&matched[start..]) {
+            trace.events.push(Event {
+                op: Op::Arrive { env, msg },
+                result: found,
+            });
+        }
+    }
+
     fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
         let found = self.engine.probe(want, remove);
         self.log(Op::Probe { want, remove }, found);

@@ -1,7 +1,7 @@
 use super::replay::replay;
 use super::*;
 use crate::clock::Clock;
-use crate::matching::tests::{check_against_model, ops, SOURCES};
+use crate::matching::tests::{check_against_model, check_bursts_against_model, ops, SOURCES};
 use crate::matching::{build_engine, EngineKind, EngineParams, ANY_SOURCE, ANY_TAG};
 use proptest::prelude::*;
 
@@ -195,5 +195,9 @@ proptest! {
         check_against_model(list.as_mut(), &ops);
         let replayed = replay(&back, EngineKind::List, &params(), &clock).unwrap();
         prop_assert_eq!(replayed.stats, *list.stats());
+        // Bursts are logged as their arrivals one by one.
+        let (mut bursts, burst_trace) = Recording::new(build_engine(EngineKind::Batch, &params()), header());
+        check_bursts_against_model(&mut bursts, &ops);
+        prop_assert_eq!(&burst_trace.lock().unwrap().events, &trace.events);
     }
 }

@@ -147,9 +147,9 @@ pub unsafe fn init_thread(
 /// Called as `MPI_Finalize` is.
 pub unsafe fn finalize() -> c_int {
     if let Some(rt) = for_finalize() {
-        let totals = rt.totals();
+        let report = rt.totals().report(rt);
         if let Some(path) = &rt.config.report {
-            if let Err(e) = report::append(path, &totals.report(rt)) {
+            if let Err(e) = report::append(path, &report) {
                 crate::say(&format!(
                     "matchshim: cannot write the report to {}: {e}",
                     path.display()
@@ -162,10 +162,8 @@ pub unsafe fn finalize() -> c_int {
                 crate::say(&format!("matchshim: {e}"));
             }
         }
-        if rt.config.verbose {
-            if let Some(line) = report::summary_line(rt, &totals) {
-                crate::say(&line);
-            }
+        if let Some(line) = report::summary_line(rt, &report) {
+            crate::say(&line);
         }
     }
     // SAFETY: as the caller promises.

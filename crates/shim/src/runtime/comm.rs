@@ -10,6 +10,7 @@ use crate::matching::{
     build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
 };
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
+use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{Call, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover};
@@ -694,6 +695,11 @@ impl Comm {
     /// assertions the engine follows.
     pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
         self.locked.lock().queues.stats()
+    }
+
+    /// The bursts drained into the engine so far.
+    pub fn bursts(&self) -> Bursts {
+        self.locked.lock().queues.bursts()
     }
 }
 

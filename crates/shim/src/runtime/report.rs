@@ -2,10 +2,10 @@
 
 use super::table::Totals;
 use super::Runtime;
-use crate::config::CollMode;
+use crate::config::{CollMode, Verbosity};
 use crate::matching::EngineKind;
 use crate::mpi::{self, abi, BUILT_FOR};
-use crate::report::{CommReport, RankReport, Traffic, VERSION};
+use crate::report::{RankReport, Tally, Traffic, VERSION};
 use std::io::Write;
 
 impl Totals {
@@ -40,6 +40,7 @@ impl Totals {
             takeover: rt.config.takeover.to_string(),
             comms,
             gpu: (rt.config.engine == EngineKind::Gpu).then(crate::matching::gpu::offload),
+            bursts: self.bursts,
         };
         for client in rt.clients() {
             client.report(&mut report);
@@ -65,55 +66,20 @@ pub fn append(path: &std::path::Path, report: &RankReport) -> std::io::Result<()
     open(path)?.write_all(report.to_line().as_bytes())
 }
 
-/// Sums (and maxes) the key counters over all ranks for rank 0's one-line summary.
-pub fn summary_line(rt: &Runtime, totals: &Totals) -> Option<String> {
-    let p2p = &totals.stats.point_to_point;
-    let mut all = CommReport::default();
-    totals.comms.iter().for_each(|c| all.add(c));
-    let sums = mpi::reduce_to_root(
-        &[
-            p2p.prq.searches,
-            p2p.prq.depth_total,
-            p2p.umq.searches,
-            p2p.umq.depth_total,
-            p2p.matches,
-            p2p.unexpected,
-            rt.clock
-                .nanos(totals.match_ticks[0] + totals.match_ticks[1]),
-            totals.unexpected_left,
-            all.switches,
-            all.delegated_receives,
-        ],
-        false,
-    );
-    let maxes = mpi::reduce_to_root(
-        &[
-            p2p.prq.depth_max,
-            p2p.umq.depth_max,
-            totals.stats.queues_max,
-        ],
-        true,
-    );
-    if rt.world_rank != 0 {
+/// Rank 0's line at `MPI_Finalize`: this rank's report tallied with every other rank's (a
+/// reduction over `MPI_COMM_WORLD`, which every rank makes unless `MATCHSHIM_VERBOSE=0`).
+pub fn summary_line(rt: &Runtime, report: &RankReport) -> Option<String> {
+    if rt.config.verbose == Verbosity::Quiet {
         return None;
     }
-    let mean = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
-    Some(format!(
-        "matchshim: engine={} takeover={} matches={} unexpected={} prq_depth_mean={:.2} \
-         prq_depth_max={} umq_depth_mean={:.2} umq_depth_max={} match_time_ms={:.3} \
-         queues_max={} unexpected_left={} delegated_receives={} switches={}",
-        rt.config.engine.name(),
-        rt.config.takeover,
-        sums[4],
-        sums[5],
-        mean(sums[1], sums[0]),
-        maxes[0],
-        mean(sums[3], sums[2]),
-        maxes[1],
-        sums[6] as f64 / 1e6,
-        maxes[2],
-        sums[7],
-        sums[9],
-        sums[8],
-    ))
+    let (sums, maxes) = Tally::of(report).words();
+    let sums = mpi::reduce_to_root(&sums, false);
+    let maxes = mpi::reduce_to_root(&maxes, true);
+    let engine = rt.config.engine.name();
+    let takeover = rt.config.takeover.to_string();
+    (rt.world_rank == 0)
+        .then(|| {
+            Tally::from_words(&sums, &maxes).finalize_line(engine, &takeover, rt.config.verbose)
+        })
+        .flatten()
 }

@@ -4,7 +4,7 @@ use super::comm::{Comm, Process};
 use super::thread::Serial;
 use crate::matching::EngineStats;
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
-use crate::report::CommReport;
+use crate::report::{Bursts, CommReport};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use std::os::raw::{c_int, c_void};
@@ -19,6 +19,7 @@ pub struct Totals {
     pub posted_left: u64,
     pub unexpected_left: u64,
     pub comms: Vec<CommReport>,
+    pub bursts: Bursts,
 }
 
 impl Totals {
@@ -28,6 +29,7 @@ impl Totals {
         self.match_ticks[0] += match_ticks[0];
         self.match_ticks[1] += match_ticks[1];
         self.communicators += 1;
+        self.bursts.add(&comm.bursts());
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
         let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(now_ns);

@@ -1,29 +1,21 @@
-//! The host build of the kernels (host.c, compiled by build.rs).
+//! The host build of the kernels (host.c, compiled by build.rs): the same bodies the device
+//! runs, driven thread by thread.
 
-use super::side::Entry;
+use super::device::Kernel;
+use super::mirror::MsArgs;
 
 extern "C" {
-    fn ms_scan_host(
-        word_begin: u32,
-        word_end: u32,
-        keys: *const u64,
-        live: *const u32,
-        items: *const u64,
-        count: u32,
-        queued_patterns: i32,
-        first: *mut u32,
-    );
-    fn ms_lookup_host(
-        count: u32,
-        items: *const u64,
-        table: *const Entry,
-        bits: u32,
-        next: *const u32,
-        claims: *mut u32,
-        claim: i32,
-        entry: *mut u32,
-        slot: *mut u32,
-    );
+    fn ms_sync_host(a: *const MsArgs);
+    fn ms_table_init_host(a: *const MsArgs);
+    fn ms_rank_host(a: *const MsArgs);
+    fn ms_wscan_host(a: *const MsArgs);
+    fn ms_round_claim_host(a: *const MsArgs);
+    fn ms_round_break_host(a: *const MsArgs);
+    fn ms_round_commit_host(a: *const MsArgs);
+    fn ms_scan1_host(a: *const MsArgs);
+    fn ms_items_host(a: *const MsArgs, kernel: i32) -> u32;
+    #[cfg(test)]
+    fn ms_layout_host(what: i32) -> std::ffi::c_ulong;
     fn ms_first_host(
         word_begin: u32,
         word_end: u32,
@@ -33,6 +25,38 @@ extern "C" {
         queued_patterns: i32,
         depth: *mut u32,
     ) -> u32;
+}
+
+/// Runs `kernel`'s host build on `args`, whose addresses are host memory (the mirror of the
+/// host build, and the host's side).
+pub(super) fn run(kernel: Kernel, args: &MsArgs) {
+    // SAFETY: every address in `args` is a live host array of the size the mirror gave it.
+    unsafe {
+        match kernel {
+            Kernel::Sync => ms_sync_host(args),
+            Kernel::TableInit => ms_table_init_host(args),
+            Kernel::Rank => ms_rank_host(args),
+            Kernel::WScan => ms_wscan_host(args),
+            Kernel::RoundClaim => ms_round_claim_host(args),
+            Kernel::RoundBreak => ms_round_break_host(args),
+            Kernel::RoundCommit => ms_round_commit_host(args),
+            Kernel::Scan1 => ms_scan1_host(args),
+        }
+    }
+}
+
+/// The work items of `kernel` on `args` (the device's formula), to size a launch.
+pub(super) fn items(kernel: Kernel, args: &MsArgs) -> u32 {
+    // SAFETY: reads counts from `args` only.
+    unsafe { ms_items_host(args, kernel as i32) }
+}
+
+/// kernels.h's sizes and offsets: (args, side, burst, args.b, side.n_dirty, burst.count,
+/// host entry, device entry, ticket, side.chains).
+#[cfg(test)]
+pub(super) fn layout() -> [usize; 10] {
+    // SAFETY: returns constants.
+    std::array::from_fn(|what| unsafe { ms_layout_host(what as i32) } as usize)
 }
 
 /// The earliest live slot in words `begin..end` that fits `item`, and the live slots passed.
@@ -59,63 +83,4 @@ pub(super) fn first(
         )
     };
     ((slot != u32::MAX).then_some(slot), depth as usize)
-}
-
-/// The scan kernel's threads `begin..end` in order: `first[i]` falls to the earliest live slot
-/// that fits `items[i]`.
-pub(super) fn scan(
-    keys: &[u64],
-    live: &[u32],
-    begin: usize,
-    end: usize,
-    items: &[u64],
-    patterns: bool,
-    first: &mut [u32],
-) {
-    assert!(end <= live.len() && end * 32 <= keys.len() && first.len() >= items.len());
-    // SAFETY: the bounds were checked above.
-    unsafe {
-        ms_scan_host(
-            begin as u32,
-            end as u32,
-            keys.as_ptr(),
-            live.as_ptr(),
-            items.as_ptr(),
-            items.len() as u32,
-            patterns as i32,
-            first.as_mut_ptr(),
-        )
-    }
-}
-
-/// The lookup kernel's threads in order: `entry[i]` is the table entry of `items[i]`; with
-/// `claim`, `slot[i]` the element it takes.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn lookup(
-    items: &[u64],
-    table: &[Entry],
-    bits: u32,
-    next: &[u32],
-    claims: &mut [u32],
-    claim: bool,
-    entry: &mut [u32],
-    slot: &mut [u32],
-) {
-    let n = items.len();
-    assert!(table.len() == 1 << bits && (!claim || claims.len() >= table.len()));
-    assert!(entry.len() >= n && slot.len() >= n);
-    // SAFETY: the bounds were checked above; chains hold slots below next.len().
-    unsafe {
-        ms_lookup_host(
-            n as u32,
-            items.as_ptr(),
-            table.as_ptr(),
-            bits,
-            next.as_ptr(),
-            claims.as_mut_ptr(),
-            claim as i32,
-            entry.as_mut_ptr(),
-            slot.as_mut_ptr(),
-        )
-    }
 }

@@ -1,45 +1,51 @@
-//! `gpu`: matching offloaded to an NVIDIA GPU where it pays, after Klenk et al. (paper 000).
+//! `gpu`: matching offloaded to an NVIDIA GPU where it pays, after Klenk et al. 2017.
 //!
-//! Each side of the queues is a log of packed keys in arrival order (live bits, the layout the
-//! kernels scan) plus a hash table from key to the chain of its live slots, so the CPU tier
-//! answers a single post or arrival in a few table probes, wildcards included: an arrival
-//! looks at the oldest receive of its own key and of the wildcard keys it fits, and takes the
-//! earliest. Only a wildcard receive or probe scans the unexpected log.
+//! The host keeps each side of the queues (`side.rs`): a log of packed keys in arrival order
+//! with live bits, and a hash table from key to the chain of its slots, so the CPU tier answers
+//! a single post or arrival in a few table probes, wildcards included (an arrival looks at the
+//! oldest receive of its own key and of the wildcard keys it fits, and takes the earliest). Only
+//! a wildcard receive or probe scans the unexpected log.
 //!
-//! A kernel launch costs microseconds where the CPU tier takes tens of nanoseconds per match,
-//! so the device runs only (a) bursts of at least `Tiers::burst` arrivals, through the lookup
-//! kernel (one thread per message finds its key's chain) when no wildcard receive is queued,
-//! else through the scan kernel (§V: every 32-slot word votes on every message, the earliest
-//! vote wins, and the CPU resolves conflicts in message order); (b) wildcard searches of an
-//! unexpected log of at least `Tiers::scan` slots, by the scan kernel. Where the communicator
-//! asserts no wildcards and allows overtaking (§VI), a burst's messages claim receives of
-//! their key in whatever order the device's threads come. The queues live in pinned host
-//! memory mapped into the device, so the CPU's queues are the device's mirror; the kernels'
-//! atomics and outputs stay in device memory.
+//! The device keeps a copy of both sides in its own memory (`mirror.rs`), brought up to date
+//! at the start of every launch sequence from what the host changed. A burst of at least
+//! `GpuParams::burst` arrivals is matched there whole: without wildcard receives queued, each
+//! message's rank among the burst's messages of its key, in arrival order, is the ticket it
+//! claims in that key's chain (one pass, no matter how long the queue); with wildcard receives,
+//! rounds give each message a candidate (its key's ticket, or the earliest wildcard receive it
+//! fits, found by a scan parallel over messages and words of the wildcard log) and settle the
+//! messages before the first possible conflict, which is exactly the ordered result. The device
+//! removes what it claimed from its copy and writes one slot per message into mapped host
+//! memory; the host clears those live bits and is done: no per-message search or removal on
+//! the CPU. Where the communicator asserts no wildcards and allows overtaking (§VI), messages
+//! take their key's tickets in whatever order the device's threads come.
 //!
-//! Keeping that mirror costs the CPU tier about 1.5× the time of `bins` per match, so without a
-//! usable device the engine is `bins` itself (`build`); the kernels' host build serves the
-//! tests and benchmarks (`GpuEngine::host`).
+//! Without a device the engine is its CPU tier; where `MATCHSHIM_GPU_BURST` or
+//! `MATCHSHIM_GPU_SCAN` is set, the kernels' host build (the same code, driven thread by
+//! thread) takes what a device would, so MPI runs can take the device's path on any machine.
 
 mod buf;
 mod device;
 mod host;
+mod mirror;
+mod nvrtc;
 mod side;
 #[cfg(test)]
 mod tests;
 
 pub use device::{
-    compile_ptx, devices, driver_version, launches, loaded_library, nvrtc_version, source,
-    DeviceInfo, KERNELS,
+    compile_ptx, devices, driver_version, launches, loaded_library, nvrtc_archs, nvrtc_version,
+    source, DeviceInfo, Launch, KERNELS,
 };
+pub use nvrtc::NVRTC_VARIABLE;
 
-use super::bins::Bins;
 use super::{Class, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId};
 use super::{ANY_SOURCE, ANY_TAG};
 use crate::report::Offload;
-use buf::{Buf, Memory};
-use device::{Launcher, Probe};
+use buf::Memory;
+use device::Probe;
+use mirror::{Backend, Mirror, ORDERED, PENDING, UNORDERED};
 use side::{Side, NONE};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SOURCE: u64 = 0x7fff_ffff;
 const COLLECTIVE: u64 = 1 << 31;
@@ -65,160 +71,70 @@ fn envelope_key(env: &Envelope) -> u64 {
     pack(env.source, env.tag, env.class)
 }
 
-/// When the kernels run instead of the CPU tier.
+/// When the kernels run instead of the CPU tier, and how bursts reach the device
+/// (`MATCHSHIM_GPU_BURST`, `MATCHSHIM_GPU_SCAN`, `MATCHSHIM_GPU_LAUNCH`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tiers {
+pub struct GpuParams {
     /// Bursts of at least this many arrivals (against a non-empty posted queue).
     pub burst: usize,
     /// Wildcard searches of an unexpected log of at least this many slots.
     pub scan: usize,
+    pub launch: Launch,
+    /// The thresholds were set (`MATCHSHIM_GPU_BURST` or `MATCHSHIM_GPU_SCAN`): without a
+    /// device they send work to the kernels' host build too, which runs a device's threads
+    /// one after another (to test the device's path); otherwise the CPU tier does it all.
+    pub chosen: bool,
 }
 
-impl Tiers {
+/// Rounds a burst with wildcard receives gets on the device before the CPU tier finishes it
+/// (each round settles at least its first waiting message, and all of them unless two
+/// messages compete for one receive).
+const ROUNDS: usize = 8;
+
+impl GpuParams {
     /// The CPU tier alone (after a device error, and to test it).
-    pub const CPU: Tiers = Tiers {
+    pub const CPU: GpuParams = GpuParams {
         burst: usize::MAX,
         scan: usize::MAX,
+        launch: Launch::Stream,
+        chosen: true,
     };
     /// Every burst and every wildcard search through the kernels (tests and benchmarks).
-    pub const KERNELS: Tiers = Tiers { burst: 1, scan: 0 };
-    /// On a device: a launch and its wait cost about 5 to 10 µs, the CPU tier 20 to 30 ns per
-    /// arrival and 0.57 ns per slot of a wildcard scan (RESULTS.md), so a burst may pay from a
-    /// few hundred messages and a scan from tens of thousands of slots. Model values: no
-    /// device has measured them.
-    pub const DEVICE: Tiers = Tiers {
-        burst: 256,
-        scan: 32768,
+    pub const KERNELS: GpuParams = GpuParams {
+        burst: 1,
+        scan: 0,
+        launch: Launch::Stream,
+        chosen: true,
     };
 }
 
-/// Who runs the kernels.
-enum Kernels {
-    Host,
-    Device(Launcher),
-}
-
-impl Kernels {
-    fn memory(&self) -> Memory {
-        match self {
-            Kernels::Host => Memory::Host,
-            Kernels::Device(launcher) => Memory::Mapped(launcher.device().clone()),
-        }
-    }
-
-    /// `scratch.first[i]`: the earliest live slot of `side` that fits `scratch.items[i]`, for
-    /// the first `count` items.
-    fn scan(
-        &mut self,
-        side: &Side,
-        scratch: &mut Scratch,
-        count: usize,
-        patterns: bool,
-    ) -> Result<(), String> {
-        scratch.first[..count].fill(NONE);
-        let (begin, end) = (side.head_word, side.words());
-        match self {
-            Kernels::Host => {
-                let items = &scratch.items[..count];
-                host::scan(
-                    &side.keys,
-                    &side.live,
-                    begin,
-                    end,
-                    items,
-                    patterns,
-                    &mut scratch.first,
-                );
-                Ok(())
-            }
-            Kernels::Device(launcher) => launcher.scan(
-                (begin as u32, end as u32),
-                (mapped(&side.keys)?, mapped(&side.live)?),
-                mapped(&scratch.items)?,
-                patterns,
-                &mut scratch.first[..count],
-            ),
-        }
-    }
-
-    /// `scratch.first[i]`: the table entry of `scratch.items[i]` in `side`; with `claim`,
-    /// `scratch.slot[i]` the element it takes.
-    fn lookup(
-        &mut self,
-        side: &Side,
-        scratch: &mut Scratch,
-        claims: &mut Buf<u32>,
-        count: usize,
-        claim: bool,
-    ) -> Result<(), String> {
-        match self {
-            Kernels::Host => {
-                let items = &scratch.items[..count];
-                let (entry, slot) = (&mut scratch.first, &mut scratch.slot);
-                host::lookup(
-                    items,
-                    &side.table,
-                    side.bits,
-                    &side.next,
-                    claims,
-                    claim,
-                    entry,
-                    slot,
-                );
-                Ok(())
-            }
-            Kernels::Device(launcher) => launcher.lookup(
-                mapped(&scratch.items)?,
-                (mapped(&side.table)?, side.bits, mapped(&side.next)?),
-                claim,
-                &mut scratch.first[..count],
-                &mut scratch.slot[..count],
-            ),
+impl Default for GpuParams {
+    /// No device has measured these; they are set where the engine as it was before this
+    /// design already drew level with `bins` on an H100 (driver 580, CUDA 13: bursts of 4096 messages,
+    /// 26 M matches/s either way, when the CPU still removed every matched receive itself and
+    /// a burst took two launches, two copies and two waits), which only leaves out work. A
+    /// wildcard search: the CPU tier scans 0.57 ns per slot and stops at the first fit, a
+    /// launch and its wait cost 6 to 10 µs on that H100, so the device is asked only from 65536
+    /// slots (37 µs on the CPU). `ci/bench-gpu-device.sh` measures what to set instead.
+    fn default() -> Self {
+        GpuParams {
+            burst: 4096,
+            scan: 65536,
+            launch: Launch::Stream,
+            chosen: false,
         }
     }
 }
 
-fn mapped<T: Copy>(buf: &Buf<T>) -> Result<u64, String> {
-    buf.device_ptr()
-        .ok_or_else(|| "an array is in unmapped host memory".to_string())
-}
-
-/// Inputs and outputs of one launch, in the kernels' memory.
-struct Scratch {
-    items: Buf<u64>,
-    first: Buf<u32>,
-    slot: Buf<u32>,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        Scratch {
-            items: Buf::Host(Vec::new()),
-            first: Buf::Host(Vec::new()),
-            slot: Buf::Host(Vec::new()),
-        }
-    }
-
-    /// Room for `count` items.
-    fn reserve(&mut self, memory: &Memory, count: usize) -> Result<(), String> {
-        if self.items.len() < count {
-            let len = count.next_power_of_two();
-            self.items = Buf::new(memory, len, 0)?;
-            self.first = Buf::new(memory, len, NONE)?;
-            self.slot = Buf::new(memory, len, NONE)?;
-        }
-        Ok(())
-    }
-}
+static KERNEL_BURSTS: AtomicU64 = AtomicU64::new(0);
 
 pub struct GpuEngine {
     prq: Side,
     umq: Side,
-    kernels: Kernels,
-    tiers: Tiers,
-    scratch: Scratch,
-    /// The host build's claims per table entry of the posted side (zero between bursts).
-    claims: Buf<u32>,
+    /// The device's copy and who runs the kernels; none after a device error.
+    mirror: Option<Mirror>,
+    memory: Memory,
+    tiers: GpuParams,
     /// Bursts may match out of order (the communicator asserts no wildcards and overtaking).
     unordered: bool,
     stats: EngineStats,
@@ -226,10 +142,10 @@ pub struct GpuEngine {
 
 /// Which path `gpu` takes in this process, for the report.
 pub fn offload() -> Offload {
+    let kernel_bursts = KERNEL_BURSTS.load(Ordering::Relaxed);
     match device::probe() {
         Probe::Ready(device) => {
-            let (major, minor) = device.info.capability;
-            let mut detail = format!("{} (sm_{major}{minor})", device.info.name);
+            let mut detail = format!("{}, kernels for {}", device.info.name, device.compiled);
             if let Some(error) = device::failure() {
                 detail += &format!("; kernels stopped after: {error}");
             }
@@ -237,12 +153,14 @@ pub fn offload() -> Offload {
                 path: "device".to_string(),
                 detail,
                 kernel_launches: launches(),
+                kernel_bursts,
             }
         }
         Probe::Missing(why) => Offload {
             path: "cpu".to_string(),
             detail: why.clone(),
             kernel_launches: 0,
+            kernel_bursts,
         },
     }
 }
@@ -254,61 +172,96 @@ pub fn init_message(engine: super::EngineKind, rank: i32) -> Option<String> {
         return None;
     }
     match device::probe() {
-        Probe::Missing(why) if rank == 0 => Some(format!(
-            "matchshim: gpu engine: {why}; matching on the CPU (bins)"
-        )),
+        Probe::Missing(why) if rank == 0 => {
+            Some(format!("matchshim: gpu engine: {why}; matching on the CPU"))
+        }
         _ => None,
     }
 }
 
-/// The `gpu` engine: on the device when the probe found one, else `bins`.
+/// The `gpu` engine: on the device when the probe found one; else its CPU tier, with the
+/// kernels' host build behind thresholds that were set.
 pub fn build(params: &EngineParams) -> Box<dyn MatchEngine> {
-    if let Probe::Ready(device) = device::probe() {
-        match device.launcher() {
-            Ok(launcher) => {
-                let memory = Memory::Mapped(device.clone());
-                let kernels = Kernels::Device(launcher);
-                return Box::new(GpuEngine::build(params, kernels, memory, Tiers::DEVICE));
+    Box::new(GpuEngine::for_this_machine(params))
+}
+
+impl GpuEngine {
+    fn for_this_machine(params: &EngineParams) -> GpuEngine {
+        if let Probe::Ready(device) = device::probe() {
+            match device.launcher(params.gpu.launch) {
+                Ok(launcher) => {
+                    let memory = Memory::Pinned(device.clone());
+                    let backend = Backend::Device(launcher);
+                    return GpuEngine::build(params, backend, memory, params.gpu);
+                }
+                Err(error) => device::record_failure(error),
             }
-            Err(error) => device::record_failure(error),
         }
+        if params.gpu.chosen {
+            return GpuEngine::host(params, params.gpu);
+        }
+        let mut engine = GpuEngine::host(params, GpuParams::CPU);
+        engine.lose_device(String::new());
+        engine
     }
-    Box::new(Bins::new(params.bins))
 }
 
 impl GpuEngine {
     /// With the kernels' host build behind `tiers`.
-    pub fn host(params: &EngineParams, tiers: Tiers) -> Self {
-        Self::build(params, Kernels::Host, Memory::Host, tiers)
+    pub fn host(params: &EngineParams, tiers: GpuParams) -> Self {
+        Self::build(params, Backend::Host, Memory::Host, tiers)
     }
 
-    fn build(params: &EngineParams, kernels: Kernels, memory: Memory, tiers: Tiers) -> Self {
+    /// On the device the probe found, behind `tiers`; `None` without one (device tests and
+    /// benchmarks).
+    pub fn device(params: &EngineParams, tiers: GpuParams) -> Result<Self, String> {
+        match device::probe() {
+            Probe::Ready(device) => {
+                let launcher = device.launcher(tiers.launch)?;
+                let memory = Memory::Pinned(device.clone());
+                Ok(Self::build(
+                    params,
+                    Backend::Device(launcher),
+                    memory,
+                    tiers,
+                ))
+            }
+            Probe::Missing(why) => Err(why.clone()),
+        }
+    }
+
+    fn build(params: &EngineParams, backend: Backend, memory: Memory, tiers: GpuParams) -> Self {
         let mut stats = EngineStats::default();
         stats.set_queues(2);
         GpuEngine {
-            prq: Side::new(memory.clone()),
-            umq: Side::new(memory),
-            kernels,
+            prq: Side::new(memory.clone(), true, true),
+            umq: Side::new(memory.clone(), false, true),
+            mirror: Some(Mirror::new(backend)),
+            memory,
             tiers,
-            scratch: Scratch::new(),
-            claims: Buf::Host(Vec::new()),
             unordered: params.assertions.unordered(),
             stats,
         }
     }
-}
 
-impl GpuEngine {
-    /// Stops launching after a device error: the CPU tier from now on.
+    /// Stops launching after a device error (or, without a device, before anything): the CPU
+    /// tier from now on, noting nothing for a copy.
     fn lose_device(&mut self, error: String) {
-        device::record_failure(error);
-        self.kernels = Kernels::Host;
-        self.tiers = Tiers::CPU;
+        if matches!(
+            self.mirror.as_ref().map(|m| &m.backend),
+            Some(Backend::Device(_))
+        ) {
+            device::record_failure(error);
+        }
+        self.mirror = None;
+        self.prq.changes.untrack();
+        self.umq.changes.untrack();
+        self.tiers = GpuParams::CPU;
     }
 
     /// The earliest posted receive that fits a message key: the oldest of its own key's chain
     /// and of the wildcard chains it fits. Returns the slot and the chains looked at.
-    fn find_posted(&self, key: u64) -> (Option<u32>, usize) {
+    fn find_posted(&mut self, key: u64) -> (Option<u32>, usize) {
         if self.prq.len == 0 {
             return (None, 0);
         }
@@ -325,37 +278,16 @@ impl GpuEngine {
         (best, depth)
     }
 
-    /// A message's match (`found`, a posted slot) taken, or the message queued as unexpected.
-    fn settle(&mut self, found: Option<u32>, key: u64, msg: MsgId, class: Class) -> Option<RecvId> {
-        let traffic = self.stats.traffic(class);
-        match found {
-            Some(slot) => {
-                traffic.matches += 1;
-                Some(self.prq.remove(slot))
-            }
-            None => {
-                traffic.unexpected += 1;
-                self.umq.push(key, msg);
-                None
-            }
-        }
-    }
-
     /// The earliest unexpected message a wildcard pattern fits, and the messages compared.
     fn scan_unexpected(&mut self, key: u64) -> (Option<u32>, usize) {
-        if self.umq.end >= self.tiers.scan {
-            let launched = self
-                .scratch
-                .reserve(&self.kernels.memory(), 1)
-                .and_then(|()| {
-                    self.scratch.items[0] = key;
-                    self.kernels.scan(&self.umq, &mut self.scratch, 1, false)
-                });
-            match launched {
-                Ok(()) => {
-                    let slot = self.scratch.first[0];
-                    return ((slot != NONE).then_some(slot), self.umq.len);
-                }
+        let long = self.umq.end - self.umq.head_word * 32 >= self.tiers.scan;
+        if long && self.mirror.is_some() {
+            let scanned = self.readable().and_then(|()| {
+                let mirror = self.mirror.as_mut().expect("checked");
+                mirror.scan(&mut self.prq, &mut self.umq, key, &self.memory)
+            });
+            match scanned {
+                Ok(found) => return (found, self.umq.len),
                 Err(error) => self.lose_device(error),
             }
         }
@@ -372,13 +304,24 @@ impl GpuEngine {
             self.scan_unexpected(key)
         };
         let traffic = self.stats.traffic(want.class);
-        traffic.umq.record(depth);
+        traffic.lookup(depth, remove && found.is_some());
         let slot = found?;
         if !remove {
             return Some(self.umq.id(slot));
         }
-        traffic.matches += 1;
         Some(self.umq.remove(slot))
+    }
+
+    /// A device reads the host's arrays in place: they must all be in pinned memory.
+    fn readable(&self) -> Result<(), String> {
+        let on_device = matches!(
+            self.mirror.as_ref().map(|m| &m.backend),
+            Some(Backend::Device(_))
+        );
+        if on_device && !(self.prq.pinned() && self.umq.pinned()) {
+            return Err("pinned host memory ran out".to_string());
+        }
+        Ok(())
     }
 
     /// A burst through the kernels; on an error nothing has changed yet.
@@ -387,55 +330,86 @@ impl GpuEngine {
         msgs: &[(Envelope, MsgId)],
         matched: &mut Vec<Option<RecvId>>,
     ) -> Result<(), String> {
+        self.readable()?;
         let count = msgs.len();
-        let memory = self.kernels.memory();
-        self.scratch.reserve(&memory, count)?;
-        for (item, (env, _)) in self.scratch.items.iter_mut().zip(msgs) {
+        let mirror = self.mirror.as_mut().expect("bursts run only with a mirror");
+        let items = mirror.items(count, &self.memory)?;
+        for (item, (env, _)) in items.iter_mut().zip(msgs) {
             *item = envelope_key(env);
         }
         if self.prq.wild == [0; 3] {
-            // Only a message's own key fits it: one table lookup per message.
-            let claim = self.unordered;
-            if claim && self.claims.len() < self.prq.table.len() {
-                self.claims = Buf::Host(vec![0; self.prq.table.len()]);
-            }
-            let scratch = &mut self.scratch;
-            self.kernels
-                .lookup(&self.prq, scratch, &mut self.claims, count, claim)?;
-            for (i, &(env, msg)) in msgs.iter().enumerate() {
-                let entry = self.scratch.first[i];
-                let slot = if claim {
-                    if entry != NONE {
-                        self.claims[entry as usize] = 0;
-                    }
-                    self.scratch.slot[i]
-                } else if entry == NONE {
-                    NONE
-                } else {
-                    self.prq.table[entry as usize].head
-                };
-                self.stats.traffic(env.class).prq.record(1);
-                let key = self.scratch.items[i];
-                matched.push(self.settle((slot != NONE).then_some(slot), key, msg, env.class));
-            }
+            let mode = if self.unordered { UNORDERED } else { ORDERED };
+            mirror.lookup(&mut self.prq, &mut self.umq, count, mode)?;
         } else {
-            self.kernels
-                .scan(&self.prq, &mut self.scratch, count, true)?;
-            for (i, &(env, msg)) in msgs.iter().enumerate() {
-                let (first, key) = (self.scratch.first[i], self.scratch.items[i]);
-                // A slot an earlier message took leaves the next fitting one after it.
-                let found = match first {
-                    NONE => None,
-                    slot if self.prq.is_live(slot) => Some(slot),
-                    slot => self.prq.first_fit(slot as usize / 32, key, true).0,
-                };
-                self.stats.traffic(env.class).prq.record(self.prq.len);
-                matched.push(self.settle(found, key, msg, env.class));
-            }
+            mirror.rounds(&mut self.prq, &mut self.umq, count, ROUNDS)?;
         }
+        KERNEL_BURSTS.fetch_add(1, Ordering::Relaxed);
+        // What the host learns: the slot each message took.
+        let start = matched.len();
+        matched.extend(mirror.out(count).iter().map(|&slot| match slot {
+            NONE => None,
+            PENDING => Some(UNSETTLED),
+            slot => Some(slot as u64),
+        }));
+        for (i, &(env, msg)) in msgs.iter().enumerate() {
+            matched[start + i] = match matched[start + i] {
+                // Past the last round: the CPU tier finishes, in arrival order.
+                Some(UNSETTLED) => self.arrive(env, msg),
+                Some(slot) => {
+                    self.stats.traffic(env.class).arrival(1, true);
+                    Some(self.prq.claimed(slot as u32))
+                }
+                None => {
+                    self.stats.traffic(env.class).arrival(1, false);
+                    self.umq.push(envelope_key(&env), msg);
+                    None
+                }
+            };
+        }
+        self.prq.advance_head();
         Ok(())
     }
 }
+
+#[cfg(test)]
+impl GpuEngine {
+    /// Kernel runs so far (bursts and scans).
+    fn kernel_runs(&self) -> u64 {
+        self.mirror.as_ref().map_or(0, |m| m.runs)
+    }
+
+    /// Where the host build's copy of the posted side is up to date (nothing changed since its
+    /// last sync), it agrees with the host: the same live bits, and for every key as many
+    /// tickets between consumed and posted as live receives.
+    fn check_mirror(&self) {
+        let Some(mirror) = &self.mirror else { return };
+        let c = &self.prq.changes;
+        let untouched = c.dirty.len() + c.fronts.len() + c.entries.len() + c.wdirty.len();
+        if c.full || c.from != self.prq.end || c.wfrom != self.prq.wend || untouched > 0 {
+            return;
+        }
+        let Some(live) = mirror.prq_live() else {
+            return;
+        };
+        let words = self.prq.words();
+        assert_eq!(
+            &live[..words],
+            &self.prq.live[..words],
+            "live bits of the copy"
+        );
+        for e in self.prq.used_entries() {
+            let (posted, consumed) = mirror.prq_counts(e).expect("host build");
+            assert_eq!(
+                (posted - consumed) as usize,
+                self.prq.live_in(e),
+                "entry {e}: posted {posted}, consumed {consumed}"
+            );
+        }
+    }
+}
+
+/// A message the device left for the CPU tier, among the slots it took.
+const UNSETTLED: u64 = u64::MAX;
 
 impl MatchEngine for GpuEngine {
     fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
@@ -449,12 +423,23 @@ impl MatchEngine for GpuEngine {
     fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
         let key = envelope_key(&env);
         let (found, depth) = self.find_posted(key);
-        self.stats.traffic(env.class).prq.record(depth);
-        self.settle(found, key, msg, env.class)
+        self.stats
+            .traffic(env.class)
+            .arrival(depth, found.is_some());
+        match found {
+            Some(slot) => Some(self.prq.remove(slot)),
+            None => {
+                self.umq.push(key, msg);
+                None
+            }
+        }
     }
 
+    /// Beside a device (or with the kernels' host build), a burst of at least
+    /// `GpuParams::burst` messages is matched by the kernels; where the communicator allows
+    /// overtaking, messages of one key may take that key's receives in another order.
     fn arrive_burst(&mut self, msgs: &[(Envelope, MsgId)], matched: &mut Vec<Option<RecvId>>) {
-        if msgs.len() >= self.tiers.burst && self.prq.len > 0 {
+        if msgs.len() >= self.tiers.burst && self.prq.len > 0 && self.mirror.is_some() {
             match self.burst(msgs, matched) {
                 Ok(()) => return,
                 Err(error) => self.lose_device(error),

@@ -1,7 +1,7 @@
 //! Traces of the benchmark programs at any scale, from a simulation of the programs running on
 //! the shim ([`sim`]): the FDS-like hot spot (`coll hotspot`), the Radix-like, Nbody-like and
-//! MiniAMR-like application mixes (`app_radix`, `app_nbody`, `app_miniamr`) of paper 004 §5, and
-//! paper 001's multithreaded halo (`halo_mt`). Every rank is simulated; the traces of the ranks
+//! MiniAMR-like application mixes (`app_radix`, `app_nbody`, `app_miniamr`) of Ghazimirsaeed et al. 2019, §5, and
+//! Dosanjh et al.'s (2018) multithreaded halo (`halo_mt`). Every rank is simulated; the traces of the ranks
 //! asked for are kept, in the format the shim records.
 //!
 //! Two machines: `local` is this kind of machine (every rank shares 2 cores, as the recorded
@@ -82,6 +82,60 @@ pub enum Shape {
     },
 }
 
+/// Each program the generator models: its name, its command line and what it does, with its
+/// options and their defaults (the same as the program's own, in matchshim's `ci/bench/`).
+pub const USAGE: &[(&str, &str)] = &[
+    (
+        "coll",
+        "coll hotspot [ITERS]
+  The FDS-like hot spot: every rank sends point-to-point messages to rank 0 while all ranks
+  gather to it (MPI_Gather, MPI_Gatherv); rank 0 posts its receives in the order opposite to
+  their arrival.
+  ITERS        iterations (200)",
+    ),
+    (
+        "app_radix",
+        "app_radix [-n KEYS] [-i ITERS] [-r REPS]
+  A parallel radix sort, collective-heavy: every pass an MPI_Alltoall of bucket counts, an
+  MPI_Alltoallv of the keys, one message to the ring neighbour and an MPI_Allreduce.
+  -n KEYS      keys per rank (4096)
+  -i ITERS     passes (16)
+  -r REPS      repetitions (5)",
+    ),
+    (
+        "app_nbody",
+        "app_nbody [-b BODIES] [-c CHUNKS] [-i STEPS] [-e EVERY] [-r REPS]
+  An all-pairs N-body code, point-to-point heavy: every step each rank has (n-1)*CHUNKS
+  receives outstanding, each with its own source and tag, posted last source first; an
+  MPI_Allreduce every EVERY steps.
+  -b BODIES    bodies per rank (64)
+  -c CHUNKS    messages a rank's bodies travel in, to each peer (8; at most BODIES)
+  -i STEPS     steps (20)
+  -e EVERY     steps between energy sums (5)
+  -r REPS      repetitions (3)",
+    ),
+    (
+        "app_miniamr",
+        "app_miniamr [-i STEPS] [-R EVERY] [-r REPS]
+  Adaptive mesh refinement, mixed: a 3-D halo exchange with irregular message counts and
+  tags every step; every EVERY steps a refinement (MPI_Allreduce, MPI_Bcast) and load
+  balancing (MPI_Alltoallv).
+  -i STEPS     steps (24)
+  -R EVERY     steps between refinements (4)
+  -r REPS      repetitions (3)",
+    ),
+    (
+        "halo_mt",
+        "halo_mt [-t THREADS] [-i ITERS] [-r REPS] [-d 1|2]
+  A multithreaded halo exchange (MPI_THREAD_MULTIPLE): THREADS threads per rank each post a
+  receive from every neighbour with a tag of their own, on a 1-D ring or a 2-D torus.
+  -t THREADS   threads per rank (1)
+  -i ITERS     iterations (200)
+  -r REPS      repetitions (5)
+  -d 1|2       dimensions (2)",
+    ),
+];
+
 impl Shape {
     pub const PROGRAMS: &'static [&'static str] = &[
         "coll hotspot",
@@ -90,6 +144,12 @@ impl Shape {
         "app_miniamr",
         "halo_mt",
     ];
+
+    /// What `program` (a name or a path to one) does and the options it takes.
+    pub fn usage(program: &str) -> Option<&'static str> {
+        let name = program.rsplit('/').next().unwrap_or(program);
+        USAGE.iter().find(|(n, _)| *n == name).map(|(_, u)| *u)
+    }
 
     /// The shape of a benchmark command line (`ci/bench/`), with the program's own defaults for
     /// what it does not give: `coll hotspot [ITERS]`, `app_radix [-n KEYS] [-i ITERS] [-r
@@ -438,6 +498,37 @@ mod tests {
     use crate::clock::Clock;
     use crate::matching::{EngineKind, EngineParams};
     use crate::trace::replay::replay;
+
+    #[test]
+    fn every_program_says_its_options_with_the_defaults_it_uses() {
+        for program in Shape::PROGRAMS {
+            let words: Vec<String> = program.split_whitespace().map(String::from).collect();
+            let usage = Shape::usage(&words[0]).unwrap();
+            let command = Shape::parse(&words).unwrap().command();
+            let mut parts = command.split_whitespace().skip(words.len()).peekable();
+            while let Some(word) = parts.next() {
+                let (option, value) = match word.strip_prefix('-') {
+                    Some(_) => (format!("\n  {word} "), parts.next().unwrap()),
+                    // `coll hotspot`'s one positional value.
+                    None => ("\n  ITERS ".to_string(), word),
+                };
+                let line = usage
+                    .split_inclusive('\n')
+                    .map(|l| format!("\n{}", l.trim_end()))
+                    .find(|l| l.starts_with(&option))
+                    .unwrap_or_else(|| panic!("{program}: no line for {option:?} in {usage}"));
+                assert!(
+                    line.contains(&format!("({value}")),
+                    "{program}: {line} vs {value}"
+                );
+            }
+        }
+        assert_eq!(
+            Shape::usage("/opt/bench/app_radix"),
+            Shape::usage("app_radix")
+        );
+        assert_eq!(Shape::usage("a.out"), None);
+    }
 
     fn shape(command: &str) -> Shape {
         let words: Vec<String> = command.split_whitespace().map(String::from).collect();

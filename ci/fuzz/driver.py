@@ -9,6 +9,7 @@ and its digest equals the native run's. A failing seed is confirmed (run again, 
 minimised over its units, and printed with the command that replays it."""
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -42,12 +43,14 @@ def shim_lib(mpi):
     return os.path.join(ROOT, sub, "libmatchshim.so")
 
 
+@functools.cache
 def launcher(mpi, n):
-    if mpi == "mpich":
-        return ["mpiexec.mpich", "-n", str(n), "-genv", "UCX_TLS=self,sm"]
-    return ["mpiexec.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-            "--mca", "pml", "ob1", "--mca", "btl", "self,vader", "--mca",
-            "mpi_yield_when_idle", "1", "-n", str(n)]
+    """ci/common.sh's launcher: n ranks over shared memory, unbound, idle ranks yielding."""
+    out = subprocess.run(
+        ["bash", "-c", 'source ci/common.sh && launcher "$@"', "launcher", mpi, str(n), "shm",
+         "unbound", "yield"],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return out.splitlines()
 
 
 def binary(mpi):
@@ -100,7 +103,7 @@ class Run:
         self.launch_seconds = 0.0
 
     def command(self, config, n, args, report=None):
-        cmd = launcher(self.mpi, n)
+        cmd = list(launcher(self.mpi, n))
         if config is not None:
             engine, takeover, coll = config
             cmd += ["env", f"LD_PRELOAD={shim_lib(self.mpi)}", f"MATCHSHIM_ENGINE={engine}",

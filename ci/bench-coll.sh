@@ -27,8 +27,12 @@ lib=$(shim_lib_for mpich)
 out=target/bench-coll
 mkdir -p "$out"
 mpicc.mpich -O2 -Wall -Wno-stringop-overflow -o "$out/coll" ci/bench/coll.c
-run() { local n=$1; shift; timeout -k 5 600 mpiexec.mpich -n "$n" -genv UCX_TLS=self,sm \
-    -genv MPIR_CVAR_POLLS_BEFORE_YIELD=100 "$@"; }
+run() {
+    local n=$1 cmd
+    shift
+    mapfile -t cmd < <(launcher mpich "$n" shm env:MPIR_CVAR_POLLS_BEFORE_YIELD=100)
+    timeout -k 5 600 "${cmd[@]}" "$@"
+}
 
 echo "== latency, $ranks ranks, us per call (slowest rank's mean)"
 run "$ranks" "$out/coll" latency "$iters" > "$out/native.txt"

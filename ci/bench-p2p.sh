@@ -48,14 +48,13 @@ done
 case $MPI in
     mpich)
         MPICC=mpicc.mpich
-        MPIEXEC=(mpiexec.mpich -n 2)
         LIB=$ROOT/target/release/libmatchshim.so ;;
     openmpi)
         MPICC=mpicc.openmpi
-        MPIEXEC=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2)
         LIB=$ROOT/target/openmpi/release/libmatchshim.so ;;
     *) echo "bench-p2p.sh: --mpi must be mpich or openmpi" >&2; exit 2 ;;
 esac
+mapfile -t MPIEXEC < <(launcher "$MPI" 2)
 case $ROUNDS in ''|*[!0-9]*|0) echo "bench-p2p.sh: --rounds needs a positive number" >&2; exit 2 ;; esac
 
 if [ "$QUICK" = 1 ]; then

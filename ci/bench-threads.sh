@@ -36,11 +36,7 @@ while [ $# -gt 0 ]; do
 done
 MPICC=$(mpicc_for "$MPI") || { echo "bench-threads.sh: --mpi must be mpich or openmpi" >&2; exit 2; }
 case $ROUNDS$ITERS${THREADS// /} in *[!0-9]*) echo "bench-threads.sh: numbers wanted" >&2; exit 2 ;; esac
-case $MPI in
-    mpich) MPIEXEC=(mpiexec.mpich -n 2 -genv UCX_TLS self,sm) ;;
-    openmpi) MPIEXEC=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to none
-                      --mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1) ;;
-esac
+mapfile -t MPIEXEC < <(launcher "$MPI" 2 shm unbound yield)
 build_shim "$MPI" || { echo "bench-threads.sh: building the shim failed" >&2; exit 1; }
 LIB=$(shim_lib_for "$MPI")
 OUT=$ROOT/target/bench-threads/$MPI

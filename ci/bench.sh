@@ -49,11 +49,7 @@ case $ROUNDS$RANKS in *[!0-9]*) echo "bench.sh: --rounds and -n need numbers" >&
     exit 2
 }
 # Shared-memory transports only; Open MPI's ranks yield when idle (cores are oversubscribed).
-case $MPI in
-    mpich) MPIEXEC=(mpiexec.mpich -n "$RANKS" -genv UCX_TLS self,sm) ;;
-    openmpi) MPIEXEC=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n "$RANKS" --bind-to none
-                      --mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1) ;;
-esac
+mapfile -t MPIEXEC < <(launcher "$MPI" "$RANKS" shm unbound yield)
 
 FAILED=0
 START=$(date +%s)

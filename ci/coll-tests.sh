@@ -20,16 +20,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# MPICH busy-polls: shared memory only, yield soon. Open MPI: no binding, yield when idle.
-launch() {
-    local mpi=$1 n=$2
-    shift 2
-    case "$mpi" in
-        mpich) mpiexec.mpich -n "$n" -genv UCX_TLS=self,sm -genv MPIR_CVAR_POLLS_BEFORE_YIELD=100 "$@" ;;
-        openmpi) mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
-            --mca btl self,vader --mca mpi_yield_when_idle 1 -n "$n" "$@" ;;
-    esac
-}
+# Shared memory only; no binding; idle ranks yield (MPICH busy-polls: it yields soon).
+settings=(shm unbound yield env:MPIR_CVAR_POLLS_BEFORE_YIELD=100)
 
 checks() { grep -E '^(ok|FAIL|skip) ' "$1" | sort || true; }
 
@@ -51,13 +43,14 @@ for mpi in $mpis; do
                 out="$tmp/$mpi.$prog.$n.$mode"
                 start=$(date +%s.%N)
                 rc=0
+                mapfile -t cmd < <(launcher "$mpi" "$n" "${settings[@]}")
                 if [ "$mode" = native ]; then
-                    timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n $bindir/$prog" >"$out" 2>&1 || rc=$?
+                    timeout -k 5 120 "${cmd[@]}" "$bindir/$prog" >"$out" 2>&1 || rc=$?
                 else
-                    vars="MATCHSHIM_ENGINE=$mode"
-                    [ "$mode" = coll-native ] && vars="MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native"
-                    timeout -k 5 120 bash -c "$(declare -f launch); launch $mpi $n env LD_PRELOAD=$lib \
-                        $vars $bindir/$prog" >"$out" 2>&1 || rc=$?
+                    vars=(MATCHSHIM_ENGINE="$mode")
+                    [ "$mode" = coll-native ] && vars=(MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native)
+                    timeout -k 5 120 "${cmd[@]}" env LD_PRELOAD="$lib" "${vars[@]}" "$bindir/$prog" \
+                        >"$out" 2>&1 || rc=$?
                 fi
                 secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
                 why=""

@@ -23,14 +23,46 @@ build_shim() {
     esac
 }
 
-# mpiexec for MPI $1 with N ranks on this (oversubscribed) machine; the rest is the command.
-mpirun_for() {
-    local mpi=$1 n=$2
+# The one launcher of the ci/ scripts: prints, one word a line, the command that starts N ranks
+# of MPI $1 on this (oversubscribed) machine with the settings asked for, each in that MPI's
+# own words; the program and its arguments follow it.
+#   launcher MPI N [SETTING...]
+#   shm             shared-memory transports only (MPICH: UCX on self,sm; Open MPI: ob1 over
+#                   self,vader)
+#   unbound         no rank bound to a core (Open MPI binds by default; MPICH's hydra does not)
+#   yield           Open MPI's idle ranks yield their core (MPICH's: env:MPIR_CVAR_POLLS_...)
+#   help            Open MPI prints every rank's help message instead of aggregating them
+#   env:NAME=VALUE  in every rank's environment
+# $CI_LAUNCHER, when set, is the launcher instead (a command that takes `-n N` and the program,
+# words split on blanks): ci/multihost.sh spreads the ranks over hosts with it.
+# Use: `mapfile -t cmd < <(launcher mpich 2 shm); timeout 20 "${cmd[@]}" ./program`.
+launcher() {
+    local mpi=$1 n=$2 setting words=()
     shift 2
+    if [ -n "${CI_LAUNCHER:-}" ]; then
+        read -ra words <<<"$CI_LAUNCHER"
+        printf '%s\n' "${words[@]}" -n "$n"
+        return
+    fi
     case "$mpi" in
-        mpich) mpiexec.mpich -n "$n" "$@" ;;
-        openmpi) mpiexec.openmpi --allow-run-as-root --oversubscribe -n "$n" "$@" ;;
+        mpich) words=(mpiexec.mpich -n "$n") ;;
+        openmpi) words=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n "$n") ;;
+        *) echo "launcher: unknown MPI $mpi" >&2; return 2 ;;
     esac
+    for setting in "$@"; do
+        case "$mpi:$setting" in
+            mpich:shm) words+=(-genv UCX_TLS self,sm) ;;
+            openmpi:shm) words+=(--mca pml ob1 --mca btl self,vader) ;;
+            openmpi:unbound) words+=(--bind-to none) ;;
+            openmpi:yield) words+=(--mca mpi_yield_when_idle 1) ;;
+            openmpi:help) words+=(--mca orte_base_help_aggregate 0) ;;
+            mpich:unbound | mpich:yield | mpich:help) ;;
+            mpich:env:*=*) setting=${setting#env:}; words+=(-genv "${setting%%=*}" "${setting#*=}") ;;
+            openmpi:env:*=*) words+=(-x "${setting#env:}") ;;
+            *) echo "launcher: unknown setting $setting" >&2; return 2 ;;
+        esac
+    done
+    printf '%s\n' "${words[@]}"
 }
 
 engines() { grep -v '^#' "$(repo_root)/ci/engines"; }

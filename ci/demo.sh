@@ -31,7 +31,8 @@ app=("$out/longqueue" -n 4096 -r 3)
 echo "machine: $(nproc) cores, load $(uptime | sed 's/.*load average: //')"
 
 echo "== native $mpi: time per message on the receiving rank (us)"
-mpirun_for "$mpi" 2 "${app[@]}" | tee "$out/native.txt"
+mapfile -t launch < <(launcher "$mpi" 2)
+"${launch[@]}" "${app[@]}" | tee "$out/native.txt"
 echo "== the same under the shim (matchshim run, default engine)"
 timeout 300 "$matchshim" run --mpi "$mpi" --lib "$lib" --out "$out/run" --ranks -n 2 -- "${app[@]}" |
     tee "$out/shim.txt"

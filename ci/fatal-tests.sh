@@ -24,14 +24,12 @@ trap 'rm -rf "$tmp"' EXIT
 passed=0
 failed=0
 
+# Every rank's error report (Open MPI aggregates them otherwise).
 launch() {
-    local mpi=$1 n=$2
+    local mpi=$1 n=$2 cmd
     shift 2
-    case "$mpi" in
-        mpich) timeout -k 5 30 mpiexec.mpich -n "$n" "$@" ;;
-        openmpi) timeout -k 5 30 mpiexec.openmpi --allow-run-as-root --oversubscribe \
-            --mca orte_base_help_aggregate 0 -n "$n" "$@" ;;
-    esac
+    mapfile -t cmd < <(launcher "$mpi" "$n" help)
+    timeout -k 5 30 "${cmd[@]}" "$@"
 }
 
 # The lines of an MPI error report that say which call failed with which value and why, with

@@ -60,10 +60,7 @@ run_installed() {
     "$prefix/bin/matchshim" --help >/dev/null
     for sub in run report compare; do "$prefix/bin/matchshim" "$sub" --help >/dev/null; done
     for mpi in "$@"; do
-        case "$mpi" in
-            mpich) launcher=(mpiexec.mpich -n 2) ;;
-            openmpi) launcher=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2) ;;
-        esac
+        mapfile -t launcher < <(launcher "$mpi" 2)
         timeout 120 "$prefix/bin/matchshim" run --out "run-$mpi" -- "${launcher[@]}" "./demo-$mpi"
         lib=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["lib"])' "run-$mpi/meta.json")
         case "$lib" in
@@ -88,7 +85,7 @@ run_installed() {
         echo "install-test: Debian's mpi4py ran under matchshim run with Open MPI's shim"
     fi
 }
-export -f run_installed shim_ran
+export -f run_installed shim_ran launcher
 
 if unshare --mount true 2>/dev/null; then
     mkdir empty

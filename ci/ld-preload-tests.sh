@@ -55,25 +55,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# Launch prefix per MPI.  MPICH (ch4:ucx): UCX on shared-memory transports
-# only, single node.  Open MPI: ob1 over shared memory (no UCX pml), no
-# binding and yield when idle, since ranks may outnumber cores.
-# LD_PRELOAD_TESTS_LAUNCHER, when set, replaces it: a launch command that takes
-# `-n N` and the program (ci/multihost.sh spreads the ranks over hosts with it).
-launcher() {
-    local mpi=$1 n=$2
-    if [ -n "${LD_PRELOAD_TESTS_LAUNCHER:-}" ]; then
-        echo "$LD_PRELOAD_TESTS_LAUNCHER -n $n"
-        return
-    fi
-    case "$mpi" in
-        mpich)
-            echo "mpiexec.mpich -n $n -genv UCX_TLS=self,sm" ;;
-        openmpi)
-            echo "mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none" \
-                 "--mca pml ob1 --mca btl self,vader --mca mpi_yield_when_idle 1 -n $n" ;;
-    esac
-}
+# Shared-memory transports on one node; no binding and idle ranks yielding, since ranks may
+# outnumber cores (common.sh's `launcher`; $CI_LAUNCHER replaces it across hosts).
 
 if [ "$native_only" = 0 ]; then
     for mpi in $mpis; do
@@ -173,10 +156,9 @@ run_case() {
     report="$tmp/$mpi.$engine.$mode.$prog.$n.report"
     rm -f "$report"
     local cmd
-    cmd=$(launcher "$mpi" "$n")
+    mapfile -t cmd < <(launcher "$mpi" "$n" shm unbound yield)
     if [ "$engine" = native ]; then
-        # shellcheck disable=SC2086
-        timeout -k 5 "$run_timeout" $cmd "$bin" >"$out" 2>&1
+        timeout -k 5 "$run_timeout" "${cmd[@]}" "$bin" >"$out" 2>&1
     else
         # env inside the command line: the launcher cannot drop the variables. The gpu
         # engine's settings pass through from the caller.
@@ -184,8 +166,7 @@ run_case() {
         for v in MATCHSHIM_GPU_BURST MATCHSHIM_GPU_SCAN MATCHSHIM_GPU_LAUNCH MATCHSHIM_NVRTC; do
             [ -n "${!v:-}" ] && gpu_vars+=("$v=${!v}")
         done
-        # shellcheck disable=SC2086
-        timeout -k 5 "$run_timeout" $cmd env LD_PRELOAD="$(shim_lib_for "$mpi")" \
+        timeout -k 5 "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$(shim_lib_for "$mpi")" \
             MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
             "${gpu_vars[@]}" "$bin" >"$out" 2>&1
     fi

@@ -31,20 +31,6 @@ logs=target/memcheck
 mkdir -p "$logs"
 failed=0
 
-# The ranks' launcher: 2 ranks over shared memory, unbound, settings in every rank's environment.
-launch() {
-    local mpi=$1; shift
-    if [ "$mpi" = mpich ]; then
-        local cmd=(mpiexec.mpich -n 2 -genv UCX_TLS self,sm) kv
-        for kv in "$@"; do cmd+=(-genv "${kv%%=*}" "${kv#*=}"); done
-    else
-        local cmd=(mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1
-                   --mca btl self,vader --mca mpi_yield_when_idle 1 -n 2) kv
-        for kv in "$@"; do cmd+=(-x "$kv"); done
-    fi
-    printf '%s\n' "${cmd[@]}"
-}
-
 # Definitely lost blocks in valgrind log $1 that the shim allocated: the first frame past the
 # allocator is the shim's code rather than an MPI library's (or the shim's call into MPI).
 shim_leaks() {
@@ -75,7 +61,10 @@ for mpi in $mpis; do
             [ "$mode" = native ] || env=("LD_PRELOAD=$PWD/$lib" "MATCHSHIM_TAKEOVER=$mode")
             tag="$mpi-$prog-${mode/:/}"
             rm -f "$logs/$tag".*
-            mapfile -t cmd < <(launch "$mpi" "${env[@]}")
+            # 2 ranks over shared memory, unbound, the settings in every rank's environment.
+            settings=(shm unbound yield)
+            for kv in "${env[@]}"; do settings+=("env:$kv"); done
+            mapfile -t cmd < <(launcher "$mpi" 2 "${settings[@]}")
             rc=0
             timeout 600 "${cmd[@]}" valgrind -q --error-exitcode=99 --leak-check=full \
                 --show-leak-kinds=definite --errors-for-leak-kinds=none "${supp[@]}" --log-file="$logs/$tag.%p" \

@@ -16,6 +16,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/ci/common.sh"
 WORK=$ROOT/target/mpi4py
 VERSION=${MPI4PY_VERSION:-4.1.2}
 TIMEOUT=${MPI4PY_TIMEOUT:-600}
@@ -55,15 +56,14 @@ mpi_setup() {   # sets MPICC, MPIEXEC[], LIB, EXCLUDE[] for $1
     case $1 in
         mpich)
             MPICC=mpicc.mpich
-            MPIEXEC=(mpiexec.mpich -n 2)
             LIB=$ROOT/target/release/libmatchshim.so
             EXCLUDE=("${MPICH_EXCLUDE[@]}") ;;
         openmpi)
             MPICC=mpicc.openmpi
-            MPIEXEC=(mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2)
             LIB=$ROOT/target/openmpi/release/libmatchshim.so
             EXCLUDE=("${OPENMPI_EXCLUDE[@]}") ;;
     esac
+    mapfile -t MPIEXEC < <(launcher "$1" 2)
 }
 
 now() { date +%s.%N; }

@@ -114,8 +114,9 @@ ENTER=$ROOT/ci/netns-launch.sh
 # orted, started through the remote shell, runs as root too.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# The launch prefix for MPI $1 (the rank count follows as -n N): mpiexec runs on host 0.
-launch_prefix() {
+# The cluster's launch command for MPI $1, as common.sh's `launcher` takes it through
+# $CI_LAUNCHER (the rank count follows as -n N): mpiexec runs on host 0.
+cluster_launcher() {
     case $1 in
         mpich)
             echo "$ENTER --exec $(host_addr 0) mpiexec.mpich -f $WORK/hosts.mpich -launcher ssh" \
@@ -136,16 +137,18 @@ FAILED=0
 START=$(date +%s)
 for mpi in $MPIS; do
     build_shim "$mpi"
-    prefix=$(launch_prefix "$mpi")
+    export CI_LAUNCHER
+    CI_LAUNCHER=$(cluster_launcher "$mpi")
     echo "== $mpi: ld-preload tests across $HOSTS hosts (native, $ENGINES under $MODES)"
     only=()
     [ -n "$ONLY" ] && only=(--only "$ONLY")
-    LD_PRELOAD_TESTS_LAUNCHER=$prefix LD_PRELOAD_TESTS_TIMEOUT=${LD_PRELOAD_TESTS_TIMEOUT:-60} \
+    LD_PRELOAD_TESTS_TIMEOUT=${LD_PRELOAD_TESTS_TIMEOUT:-60} \
         ci/ld-preload-tests.sh --mpi "$mpi" --engines "$ENGINES" --takeover "$MODES" "${only[@]}" \
         || FAILED=1
     [ "$APPS" = 1 ] || continue
 
     ranks=$((2 * HOSTS))
+    mapfile -t cmd < <(launcher "$mpi" "$ranks")
     out=$ROOT/target/multihost/$mpi
     mkdir -p "$out"
     lib=$(shim_lib_for "$mpi")
@@ -166,8 +169,7 @@ for mpi in $MPIS; do
             for ((h = 0; h < HOSTS; h++)); do before+=("$(rx_bytes "$h")"); done
             t0=$(date +%s.%N)
             rc=0
-            # shellcheck disable=SC2086
-            timeout -k 5 120 $prefix -n "$ranks" env "${envv[@]}" "$out/$app" -r 2 >"$log" 2>&1 || rc=$?
+            timeout -k 5 120 "${cmd[@]}" env "${envv[@]}" "$out/$app" -r 2 >"$log" 2>&1 || rc=$?
             secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
             why=""
             sum=$(sed -n 's/^RESULT .*checksum=\([0-9a-f]*\).*/\1/p' "$log")

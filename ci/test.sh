@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Every test: the unit, property and model tests of the engines and the command's tests; the
-# shim built for MPICH and Open MPI, installed into a prefix and run from there; errors as a
-# user sees them; the ld-preload programs (C and Fortran) natively and under the shim with
-# every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), the
-# matching programs once more with every gpu burst and wildcard search through its kernels'
-# host build, and with the default engine while matching goes back and forth between MPI and
-# the shim (auto, flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
-# mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
-# applications across network-namespace hosts (Open MPI over TCP). Installs the Debian packages
-# it needs first (ci/packages.sh).
+# exported symbols against the list of intercepted calls; the shim built for MPICH and Open MPI,
+# installed into a prefix and run from there; errors as a user sees them; the ld-preload
+# programs (C and Fortran) natively and under the shim with every engine on both MPIs while the
+# shim matches everything (MATCHSHIM_TAKEOVER=always), the matching programs once more with
+# every gpu burst and wildcard search through its kernels' host build, and with the default
+# engine while matching goes back and forth between MPI and the shim (auto, flip:3); the
+# collective tests in both of those modes and with MATCHSHIM_COLL=native; the fuzzer's recorded
+# regressions and its seeds 0 to 199 on each MPI against native; mpi4py's suite on both MPIs
+# under auto and flip:3; and the ld-preload tests and two applications across network-namespace
+# hosts (Open MPI over TCP). Installs the Debian packages it needs first (ci/packages.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/packages.sh"
@@ -19,6 +20,8 @@ install_packages
 build_shim mpich
 build_shim openmpi
 cargo test --release
+# The exported symbols of both shims are those crates/shim/calls.list lists.
+ci/calls-test.sh --mpi all
 # The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
 ci/gpu-ptx.sh
 # The installed command and both shims, with the source tree out of reach.
@@ -30,5 +33,7 @@ MATCHSHIM_GPU_BURST=1 MATCHSHIM_GPU_SCAN=1 ci/ld-preload-tests.sh --mpi all --en
 ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
+ci/fuzz.sh --mpi all --regressions
+ci/fuzz.sh --mpi all --seeds 200
 ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/multihost.sh --mpi openmpi

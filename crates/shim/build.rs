@@ -1,10 +1,17 @@
-//! Passes on what the bindings crate found out about the MPI: its flavour and whether it has the
-//! large-count (`_c`) functions and MPI-4's others, as cfgs; and an rpath to its library, so that a program that
-//! links `-lmatchshim` before libmpi finds the same libmpi at run time.
+//! Passes on what the bindings crate found out about the MPI (its flavour and whether it has the
+//! large-count `_c` functions and MPI-4's others, as cfgs) and an rpath to its library, so that
+//! a program that links `-lmatchshim` before libmpi finds the same libmpi at run time; and
+//! generates every exported entry point from `calls.list`: `entry_points.rs` (the C entry points
+//! and their Fortran names, in `intercept`) and `next.rs` (each call passed to MPI, in `mpi`).
 
+use std::collections::HashMap;
 use std::env;
+use std::fmt::Write;
+use std::path::PathBuf;
 
 fn main() {
+    println!("cargo:rerun-if-changed=calls.list");
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(mpich)");
     println!("cargo::rustc-check-cfg=cfg(openmpi)");
     println!("cargo::rustc-check-cfg=cfg(large_count)");
@@ -21,4 +28,588 @@ fn main() {
             println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,{dir}");
         }
     }
+
+    let list = std::fs::read_to_string("calls.list").expect("calls.list");
+    let calls = parse(&list).unwrap_or_else(|e| panic!("calls.list: {e}"));
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    std::fs::write(out.join("entry_points.rs"), entry_points(&calls)).expect("write");
+    std::fs::write(out.join("next.rs"), next(&calls)).expect("write");
+}
+
+/// One argument kind: its C type, that type in a large-count (`_c`) call, and whether a
+/// Fortran entry point can convert it.
+struct Kind {
+    c: &'static str,
+    large: &'static str,
+    fortran: bool,
+}
+
+fn kinds() -> HashMap<&'static str, Kind> {
+    let k = |c, fortran| Kind {
+        c,
+        large: c,
+        fortran,
+    };
+    HashMap::from([
+        ("Buf", k("*mut c_void", true)),
+        ("CBuf", k("*const c_void", true)),
+        (
+            "Count",
+            Kind {
+                c: "c_int",
+                large: "MPI_Count",
+                fortran: true,
+            },
+        ),
+        ("Int", k("c_int", true)),
+        ("Logical", k("c_int", true)),
+        ("Ints", k("*const c_int", true)),
+        ("Weights", k("*const c_int", true)),
+        ("Datatype", k("MPI_Datatype", true)),
+        ("Datatypes", k("*const MPI_Datatype", true)),
+        ("Op", k("MPI_Op", true)),
+        ("Comm", k("MPI_Comm", true)),
+        ("CommOut", k("*mut MPI_Comm", true)),
+        ("CommInOut", k("*mut MPI_Comm", true)),
+        ("Group", k("MPI_Group", true)),
+        ("Info", k("MPI_Info", true)),
+        ("Request", k("MPI_Request", true)),
+        ("RequestOut", k("*mut MPI_Request", true)),
+        ("RequestInOut", k("*mut MPI_Request", true)),
+        ("Requests", k("*mut MPI_Request", true)),
+        ("Status", k("*mut MPI_Status", true)),
+        ("Statuses", k("*mut MPI_Status", true)),
+        ("Flag", k("*mut c_int", true)),
+        ("Index", k("*mut c_int", true)),
+        ("IntOut", k("*mut c_int", true)),
+        ("Indices", k("*mut c_int", true)),
+        ("MessageOut", k("*mut MPI_Message", true)),
+        ("Argc", k("*mut c_int", false)),
+        ("Argv", k("*mut *mut *mut c_char", false)),
+    ])
+}
+
+struct Arg {
+    name: String,
+    kind: String,
+    /// The argument that gives an array's length.
+    len: Option<String>,
+}
+
+#[derive(Default)]
+struct Call {
+    name: String,
+    args: Vec<Arg>,
+    does: String,
+    shim: Option<String>,
+    plain: Option<String>,
+    native: Option<String>,
+    raw: Option<String>,
+    /// The handler is the nonblocking form's: it gets a null request.
+    blocking: bool,
+    large_count: bool,
+    mpi4: bool,
+    fortran_openmpi: bool,
+    fortran_mpich_f08: bool,
+    /// A function the Fortran entry points call instead, and their own arguments.
+    fortran_via: Option<(String, Vec<Arg>)>,
+}
+
+/// `name: Kind, name: Kind[length], ...`
+fn arguments(list: &str, kinds: &HashMap<&'static str, Kind>) -> Result<Vec<Arg>, String> {
+    let mut args = Vec::new();
+    for arg in list.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        let (name, kind) = arg.split_once(':').ok_or("an argument without a kind")?;
+        let kind = kind.trim();
+        let (kind, len) = match kind.split_once('[') {
+            Some((k, l)) => (k, Some(l.trim_end_matches(']').to_string())),
+            None => (kind, None),
+        };
+        if !kinds.contains_key(kind) {
+            return Err(format!("unknown kind {kind}"));
+        }
+        args.push(Arg {
+            name: name.trim().to_string(),
+            kind: kind.to_string(),
+            len,
+        });
+    }
+    Ok(args)
+}
+
+fn parse(list: &str) -> Result<Vec<Call>, String> {
+    let kinds = kinds();
+    let mut calls: Vec<Call> = Vec::new();
+    for (number, line) in list.lines().enumerate() {
+        let at = |what: &str| format!("line {}: {what}: {line}", number + 1);
+        let text = line.trim();
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        if !line.starts_with(char::is_whitespace) {
+            let (name, rest) = text.split_once('(').ok_or_else(|| at("no argument list"))?;
+            let inside = rest
+                .strip_suffix(')')
+                .ok_or_else(|| at("no closing parenthesis"))?;
+            let args = arguments(inside, &kinds).map_err(|e| at(&e))?;
+            calls.push(Call {
+                name: name.to_string(),
+                args,
+                ..Call::default()
+            });
+            continue;
+        }
+        let call = calls
+            .last_mut()
+            .ok_or_else(|| at("an attribute before any call"))?;
+        let (key, value) = match text.split_once(':') {
+            Some((k, v)) => (k.trim(), v.trim().to_string()),
+            None => (text, String::new()),
+        };
+        match key {
+            "does" => call.does = value,
+            "shim" => call.shim = Some(value),
+            "plain" => call.plain = Some(value),
+            "native" => call.native = Some(value),
+            "raw" => call.raw = Some(value),
+            "large_count" => call.large_count = true,
+            "blocking" => call.blocking = true,
+            "mpi4" => call.mpi4 = true,
+            "fortran" => {
+                let (bindings, via) = match value.split_once(" via ") {
+                    Some((b, v)) => (b, Some(v)),
+                    None => (value.as_str(), None),
+                };
+                for word in bindings.split_whitespace() {
+                    match word {
+                        "openmpi" => call.fortran_openmpi = true,
+                        "mpich-f08" => call.fortran_mpich_f08 = true,
+                        other => return Err(at(&format!("unknown Fortran binding {other}"))),
+                    }
+                }
+                if let Some(via) = via {
+                    let (function, rest) = via.split_once('(').ok_or_else(|| at("via what"))?;
+                    let inside = rest
+                        .strip_suffix(')')
+                        .ok_or_else(|| at("no closing parenthesis"))?;
+                    let args = arguments(inside, &kinds).map_err(|e| at(&e))?;
+                    call.fortran_via = Some((function.to_string(), args));
+                }
+            }
+            other => return Err(at(&format!("unknown attribute {other}"))),
+        }
+    }
+    for call in &calls {
+        let fail = |what: &str| Err(format!("{}: {what}", call.name));
+        if call.shim.is_some() == call.raw.is_some() {
+            return fail("needs `shim` or `raw`, not both");
+        }
+        if call.does.is_empty() {
+            return fail("says nothing of what the shim does (`does`)");
+        }
+        let fortran = call.fortran_openmpi || call.fortran_mpich_f08;
+        if fortran && call.fortran_via.is_none() {
+            if let Some(arg) = call.args.iter().find(|a| !kinds[a.kind.as_str()].fortran) {
+                return fail(&format!("no Fortran conversion for {}", arg.name));
+            }
+        }
+        for arg in &call.args {
+            if let Some(len) = &arg.len {
+                if !call.args.iter().any(|a| &a.name == len) {
+                    return fail(&format!("{}'s length {len} is no argument", arg.name));
+                }
+            }
+        }
+    }
+    Ok(calls)
+}
+
+/// The cfg a call's entry points exist under, if any.
+fn cfg(call: &Call, large: bool) -> Option<&'static str> {
+    match (large, call.mpi4) {
+        (false, false) => None,
+        (false, true) => Some("mpi4"),
+        (true, false) => Some("large_count"),
+        (true, true) => Some("all(large_count, mpi4)"),
+    }
+}
+
+fn params(call: &Call, large: bool) -> String {
+    let kinds = kinds();
+    call.args
+        .iter()
+        .map(|a| {
+            let kind = &kinds[a.kind.as_str()];
+            format!("{}: {}", a.name, if large { kind.large } else { kind.c })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn names(call: &Call) -> String {
+    call.args
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The arguments as a handler takes them: counts as `MPI_Count`, and a null request for the
+/// blocking form of a nonblocking call's handler.
+fn handler_args(call: &Call) -> String {
+    let mut args: Vec<String> = call
+        .args
+        .iter()
+        .map(|a| match a.kind.as_str() {
+            "Count" => format!("{} as Count", a.name),
+            _ => a.name.clone(),
+        })
+        .collect();
+    if call.blocking {
+        args.push("std::ptr::null_mut()".into());
+    }
+    args.join(", ")
+}
+
+fn c_name(call: &Call, large: bool) -> String {
+    if large {
+        format!("{}_c", call.name)
+    } else {
+        call.name.clone()
+    }
+}
+
+/// `|comm, request| MPI_Iname(...)` through MPI, for a call with `native`.
+fn native_closure(call: &Call, native: &str, large: bool) -> String {
+    let comm = call
+        .args
+        .iter()
+        .find(|a| a.kind == "Comm")
+        .map(|a| a.name.as_str())
+        .unwrap_or("comm");
+    let mut args: Vec<String> = call
+        .args
+        .iter()
+        .filter(|a| a.kind != "RequestOut")
+        .map(|a| {
+            if a.name == comm {
+                "native_comm".to_string()
+            } else {
+                a.name.clone()
+            }
+        })
+        .collect();
+    args.push("native_request".into());
+    let native = if large {
+        format!("{native}_c")
+    } else {
+        native.to_string()
+    };
+    format!(
+        "|native_comm: MPI_Comm, native_request: *mut MPI_Request| {{\n                \
+         // SAFETY: the caller's arguments, with a communicator and request of the shim's.\n                \
+         unsafe {{ crate::mpi::next::{native}({}) }}\n            }}",
+        args.join(", ")
+    )
+}
+
+fn c_entry(out: &mut String, call: &Call, large: bool) {
+    let name = c_name(call, large);
+    let params = params(call, large);
+    let args = names(call);
+    if let Some(cfg) = cfg(call, large) {
+        writeln!(out, "#[cfg({cfg})]").unwrap();
+    }
+    writeln!(out, "/// {}", call.does).unwrap();
+    writeln!(out, "#[no_mangle]").unwrap();
+    if call.args.len() > 7 {
+        writeln!(out, "#[allow(clippy::too_many_arguments)] // MPI's own").unwrap();
+    }
+    writeln!(
+        out,
+        "pub unsafe extern \"C\" fn {name}({params}) -> c_int {{"
+    )
+    .unwrap();
+    if let Some(raw) = &call.raw {
+        writeln!(
+            out,
+            "    // SAFETY: the caller's arguments, as MPI requires them.\n    \
+             unsafe {{ {raw}({args}) }}\n}}\n"
+        )
+        .unwrap();
+        return;
+    }
+    let shim = call.shim.as_ref().expect("checked in parse");
+    let mut handler_call = format!("{shim}(rt, {})", handler_args(call));
+    if let Some(native) = &call.native {
+        handler_call = format!(
+            "{shim}(rt, {}, {})",
+            handler_args(call),
+            native_closure(call, native, large)
+        );
+    }
+    let many = if call.args.len() + 1 > 7 {
+        "    #[allow(clippy::too_many_arguments)]\n"
+    } else {
+        ""
+    };
+    let comma = if call.args.is_empty() { "" } else { ", " };
+    write!(
+        out,
+        "    // Out of line, so that the plain path saves no registers for it.\n    \
+         #[inline(never)]\n{many}    \
+         unsafe fn shim_side({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+         // SAFETY: the caller's arguments, as MPI requires them.\n        \
+         match guarded(\"{name}\", rt, |rt| unsafe {{ {handler_call} }}) {{\n            \
+         Ok(code) | Err(Error::Raised(code)) => code,\n            \
+         // SAFETY: as above.\n            \
+         Err(Error::Invalid) => unsafe {{ next::{name}({args}) }},\n        \
+         }}\n    }}\n"
+    )
+    .unwrap();
+    match &call.plain {
+        None => write!(
+            out,
+            "    match runtime() {{\n        \
+             // SAFETY: the caller's arguments, as MPI requires them.\n        \
+             Some(rt) => unsafe {{ shim_side({args}{comma}rt) }},\n        \
+             // SAFETY: as above.\n        \
+             None => unsafe {{ next::{name}({args}) }},\n    \
+             }}\n}}\n\n"
+        )
+        .unwrap(),
+        Some(plain) => write!(
+            out,
+            "    #[inline(never)]\n{many}    \
+             unsafe fn checked({params}) -> c_int {{\n        \
+             let Some(rt) = runtime() else {{\n            \
+             // SAFETY: the caller's arguments, as MPI requires them.\n            \
+             return unsafe {{ next::{name}({args}) }};\n        \
+             }};\n        \
+             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
+             if unsafe {{ {plain} }} {{\n            \
+             // SAFETY: as above.\n            \
+             return unsafe {{ next::{name}({args}) }};\n        \
+             }}\n        \
+             // SAFETY: as above.\n        \
+             unsafe {{ shim_side({args}{comma}rt) }}\n    \
+             }}\n    \
+             // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
+             match serial_runtime() {{\n        \
+             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
+             Some(rt) if unsafe {{ {plain} }} => {{\n            \
+             // SAFETY: the caller's arguments, as MPI requires them.\n            \
+             unsafe {{ next::{name}({args}) }}\n        \
+             }}\n        \
+             // SAFETY: as above.\n        \
+             _ => unsafe {{ checked({args}) }},\n    \
+             }}\n}}\n\n"
+        )
+        .unwrap(),
+    }
+}
+
+/// Open MPI's five Fortran names of a call, and MPICH's `use mpi_f08` one.
+fn fortran_names(call: &Call) -> Vec<(&'static str, String)> {
+    let lower = call.name.to_lowercase();
+    let mut names = Vec::new();
+    if call.fortran_openmpi {
+        for name in [
+            format!("{lower}_"),
+            format!("{lower}__"),
+            lower.clone(),
+            call.name.to_uppercase(),
+            format!("{lower}_f08_"),
+        ] {
+            names.push(("openmpi", name));
+        }
+    }
+    if call.fortran_mpich_f08 {
+        names.push(("mpich", format!("{lower}_f08_")));
+    }
+    names
+}
+
+/// The length of array argument `arg`, from the Fortran arguments.
+fn fortran_len(call: &Call, arg: &Arg) -> String {
+    match &arg.len {
+        None => "0".into(),
+        Some(len) => {
+            let of = call.args.iter().find(|a| &a.name == len).expect("checked");
+            if of.kind == "Comm" {
+                format!("fortran::ranks_of({len})")
+            } else {
+                format!("(*{len}).max(0) as usize")
+            }
+        }
+    }
+}
+
+fn fortran_entry(out: &mut String, call: &Call, cfg_flavor: &str, name: &str) {
+    if let Some(cfg) = cfg(call, false) {
+        writeln!(out, "#[cfg(all({cfg_flavor}, {cfg}))]").unwrap();
+    } else {
+        writeln!(out, "#[cfg({cfg_flavor})]").unwrap();
+    }
+    writeln!(out, "#[no_mangle]").unwrap();
+    if call.args.len() + 1 > 7 {
+        writeln!(out, "#[allow(clippy::too_many_arguments)] // MPI's own").unwrap();
+    }
+    let args = match &call.fortran_via {
+        Some((_, args)) => args,
+        None => &call.args,
+    };
+    let params: Vec<String> = args
+        .iter()
+        .map(|a| format!("{}: <fortran::{} as fortran::Arg>::F", a.name, a.kind))
+        .collect();
+    let comma = if params.is_empty() { "" } else { ", " };
+    writeln!(
+        out,
+        "pub unsafe extern \"C\" fn {name}({}{comma}ierr: *mut Fint) {{",
+        params.join(", ")
+    )
+    .unwrap();
+    if let Some((via, args)) = &call.fortran_via {
+        let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
+        let comma = if names.is_empty() { "" } else { ", " };
+        writeln!(
+            out,
+            "    // SAFETY: the Fortran caller's arguments, as MPI requires them.\n    \
+             let code = unsafe {{ {via}(c\"{name}\"{comma}{}) }};\n    \
+             // SAFETY: as above.\n    \
+             unsafe {{ fortran::set_ierr(ierr, code) }};\n}}\n",
+            names.join(", ")
+        )
+        .unwrap();
+        return;
+    }
+    writeln!(
+        out,
+        "    // SAFETY: the Fortran caller's arguments, as MPI requires them; each is converted\n    \
+         // in, handed to the C entry point and converted back.\n    \
+         unsafe {{"
+    )
+    .unwrap();
+    for a in &call.args {
+        writeln!(
+            out,
+            "        let mut held_{0} = <fortran::{1} as fortran::Arg>::enter({0}, {2});",
+            a.name,
+            a.kind,
+            fortran_len(call, a)
+        )
+        .unwrap();
+    }
+    let c_args: Vec<String> = call
+        .args
+        .iter()
+        .map(|a| {
+            format!(
+                "<fortran::{} as fortran::Arg>::c(&mut held_{})",
+                a.kind, a.name
+            )
+        })
+        .collect();
+    writeln!(
+        out,
+        "        let code = {}({});",
+        call.name,
+        c_args.join(", ")
+    )
+    .unwrap();
+    // Lengths are read again: an output count (`outcount`) is known only now.
+    for a in &call.args {
+        writeln!(
+            out,
+            "        <fortran::{} as fortran::Arg>::leave(held_{}, {});",
+            a.kind,
+            a.name,
+            fortran_len(call, a)
+        )
+        .unwrap();
+    }
+    writeln!(out, "        fortran::set_ierr(ierr, code);\n    }}\n}}\n").unwrap();
+}
+
+fn entry_points(calls: &[Call]) -> String {
+    let mut out = String::from(
+        "// Generated by build.rs from calls.list: every exported MPI entry point.\n\n",
+    );
+    for call in calls {
+        c_entry(&mut out, call, false);
+        if call.large_count {
+            c_entry(&mut out, call, true);
+        }
+        for (flavor, name) in fortran_names(call) {
+            fortran_entry(&mut out, call, flavor, &name);
+        }
+    }
+    out
+}
+
+fn next(calls: &[Call]) -> String {
+    let mut out = String::from(
+        "// Generated by build.rs from calls.list: each exported call as MPI makes it.\n\n",
+    );
+    let mut natives: Vec<(String, &Call)> = Vec::new();
+    for call in calls {
+        let emit = |out: &mut String, large: bool| {
+            let name = c_name(call, large);
+            if let Some(cfg) = cfg(call, large) {
+                writeln!(out, "#[cfg({cfg})]").unwrap();
+            }
+            let many = if call.args.len() > 7 {
+                "#[allow(clippy::too_many_arguments)] // MPI's own\n"
+            } else {
+                ""
+            };
+            write!(
+                out,
+                "/// MPI's own `{name}`.\n///\n/// # Safety\n/// The arguments are valid as MPI \
+                 requires them.\n#[inline(always)]\n{many}pub unsafe fn {name}({}) -> c_int {{\n    \
+                 // SAFETY: as the caller promises.\n    unsafe {{ P{name}({}) }}\n}}\n\n",
+                params(call, large),
+                names(call)
+            )
+            .unwrap();
+        };
+        emit(&mut out, false);
+        if call.large_count {
+            emit(&mut out, true);
+        }
+        if let Some(native) = &call.native {
+            if !calls.iter().any(|c| &c.name == native) && !natives.iter().any(|(n, _)| n == native)
+            {
+                natives.push((native.clone(), call));
+            }
+        }
+    }
+    // The nonblocking forms of blocking calls that are not themselves exported (sends).
+    for (native, call) in natives {
+        for large in [false, true] {
+            if large && !call.large_count {
+                continue;
+            }
+            let name = if large {
+                format!("{native}_c")
+            } else {
+                native.clone()
+            };
+            if let Some(cfg) = cfg(call, large) {
+                writeln!(out, "#[cfg({cfg})]").unwrap();
+            }
+            write!(
+                out,
+                "/// MPI's own `{name}`.\n///\n/// # Safety\n/// The arguments are valid as MPI \
+                 requires them.\n#[inline(always)]\npub unsafe fn {name}({}, request: *mut \
+                 MPI_Request) -> c_int {{\n    // SAFETY: as the caller promises.\n    unsafe {{ \
+                 P{name}({}, request) }}\n}}\n\n",
+                params(call, large),
+                names(call)
+            )
+            .unwrap();
+        }
+    }
+    out
 }

@@ -1,20 +1,19 @@
-//! The switch between MPI's matching and the shim's, on a model: MPI's own posted and
-//! unexpected queues, an engine, and the shim's protocol (the shim's runtime states the argument
-//! in `takeover.rs`):
-//! - every message arrives at MPI, which matches it against its own posted receives first;
-//! - while taken over, new receives go to the engine, and a drain moves MPI's unexpected
-//!   messages into the engine, oldest first;
-//! - matching goes back to MPI only when the engine holds no unexpected message: its waiting
-//!   receives are posted to MPI first, in posting order.
+//! The switch between MPI's matching and the shim's, with the protocol's own code
+//! (`matchshim_core::protocol`) on a model of MPI: MPI's posted and unexpected lists, where
+//! every message arrives first and is matched against MPI's own posted receives; while taken
+//! over, receives go to the protocol's queues (`Queues::post_drained`) and a drain moves MPI's
+//! unexpected messages there, oldest first; matching goes back when the policy allows it
+//! (`Takeover::give_back_due`), the receives the queues give back posted to MPI in the order
+//! they come.
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
 use matchshim_core::matching::{
-    build_engine, Class, EngineKind, EngineParams, Envelope, MatchEngine, Pattern, ANY_SOURCE,
-    ANY_TAG,
+    build_engine, Class, EngineKind, EngineParams, Envelope, Pattern, ANY_SOURCE, ANY_TAG,
 };
+use matchshim_core::protocol::{Inbox, Mode, Policy, Posted, Queues, Takeover};
 use proptest::prelude::*;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -28,10 +27,6 @@ enum Op {
 
 type Pair = (u64, u64);
 
-fn fits(want: &Pattern, env: &Envelope) -> bool {
-    want.matches(env)
-}
-
 /// One ordered posted-receive list and one unexpected-message list: MPI's matching rule.
 #[derive(Default)]
 struct Lists {
@@ -41,7 +36,11 @@ struct Lists {
 
 impl Lists {
     fn post(&mut self, id: u64, want: Pattern) -> Option<u64> {
-        match self.unexpected.iter().position(|(_, env)| fits(&want, env)) {
+        match self
+            .unexpected
+            .iter()
+            .position(|(_, env)| want.matches(env))
+        {
             Some(i) => self.unexpected.remove(i).map(|(msg, _)| msg),
             None => {
                 self.posted.push((id, want));
@@ -51,7 +50,7 @@ impl Lists {
     }
 
     fn arrive(&mut self, id: u64, env: Envelope) -> Option<u64> {
-        match self.posted.iter().position(|(_, want)| fits(want, &env)) {
+        match self.posted.iter().position(|(_, want)| want.matches(&env)) {
             Some(i) => Some(self.posted.remove(i).0),
             None => {
                 self.unexpected.push_back((id, env));
@@ -61,15 +60,28 @@ impl Lists {
     }
 }
 
-/// MPI's queues, the shim's engine and the mode.
+/// What the protocol's drain sees of MPI: its unexpected messages, oldest first; matches on
+/// arrival are recorded.
+struct Drain<'a> {
+    mpi: &'a mut Lists,
+    pairs: &'a mut BTreeSet<Pair>,
+}
+
+impl Inbox<u64, (u64, Pattern)> for Drain<'_> {
+    fn next(&mut self) -> Option<(Envelope, u64)> {
+        self.mpi.unexpected.pop_front().map(|(msg, env)| (env, msg))
+    }
+
+    fn matched(&mut self, (recv, _): (u64, Pattern), msg: u64) {
+        self.pairs.insert((recv, msg));
+    }
+}
+
+/// MPI's lists, the protocol's queues and policy.
 struct Shim {
     mpi: Lists,
-    engine: Box<dyn MatchEngine>,
-    taken_over: bool,
-    /// The engine's waiting receives, in posting order, with their patterns.
-    waiting: Vec<(u64, Pattern)>,
-    /// What the engine holds as unexpected.
-    held: HashMap<u64, Envelope>,
+    queues: Queues<u64, (u64, Pattern)>,
+    takeover: Takeover,
     pairs: BTreeSet<Pair>,
 }
 
@@ -85,28 +97,35 @@ impl Shim {
         };
         Shim {
             mpi: Lists::default(),
-            engine: build_engine(kind, &params),
-            taken_over: false,
-            waiting: Vec::new(),
-            held: HashMap::new(),
+            queues: Queues::new(kind, params, build_engine, None),
+            takeover: Takeover::new(Policy::Auto, 64, 0, u64::MAX),
             pairs: BTreeSet::new(),
         }
     }
 
+    fn drain(&mut self) {
+        if self.takeover.mode() == Mode::Takeover {
+            let mut inbox = Drain {
+                mpi: &mut self.mpi,
+                pairs: &mut self.pairs,
+            };
+            self.queues.drain(&mut inbox);
+        }
+    }
+
     fn post(&mut self, id: u64, want: Pattern) {
-        if !self.taken_over {
+        if self.takeover.mode() == Mode::Delegated {
             if let Some(msg) = self.mpi.post(id, want) {
                 self.pairs.insert((id, msg));
             }
             return;
         }
-        self.drain();
-        match self.engine.post(want, id) {
-            Some(msg) => {
-                self.held.remove(&msg);
-                self.pairs.insert((id, msg));
-            }
-            None => self.waiting.push((id, want)),
+        let mut inbox = Drain {
+            mpi: &mut self.mpi,
+            pairs: &mut self.pairs,
+        };
+        if let Posted::Found(msg) = self.queues.post_drained(&mut inbox, want, |_| (id, want)) {
+            self.pairs.insert((id, msg));
         }
     }
 
@@ -116,34 +135,29 @@ impl Shim {
         }
     }
 
-    fn drain(&mut self) {
-        if !self.taken_over {
-            return;
-        }
-        while let Some((msg, env)) = self.mpi.unexpected.pop_front() {
-            match self.engine.arrive(env, msg) {
-                Some(recv) => {
-                    self.waiting.retain(|(id, _)| *id != recv);
-                    self.pairs.insert((recv, msg));
-                }
-                None => {
-                    self.held.insert(msg, env);
-                }
-            }
-        }
+    fn take_over(&mut self) {
+        self.queues.take_over();
+        self.takeover.switch(Mode::Takeover, 0);
     }
 
+    /// The policy of `flip:1` asks every time; the protocol lets matching go back only when
+    /// the queues hold no unexpected message.
     fn give_back(&mut self) {
-        if !self.taken_over || !self.held.is_empty() {
+        let due = self.takeover.mode() == Mode::Takeover
+            && self.takeover.give_back_due(
+                Policy::Flip(1),
+                self.queues.queued(),
+                self.queues.signals(),
+            );
+        if !due {
             return;
         }
-        for (id, want) in std::mem::take(&mut self.waiting) {
-            assert!(self.engine.cancel(id), "a waiting receive is in the engine");
+        for (id, want) in self.queues.give_back() {
             if let Some(msg) = self.mpi.post(id, want) {
                 self.pairs.insert((id, msg));
             }
         }
-        self.taken_over = false;
+        self.takeover.switch(Mode::Delegated, 0);
     }
 }
 
@@ -194,7 +208,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
                 shim.arrive(id, *env);
             }
             Op::Drain => shim.drain(),
-            Op::TakeOver => shim.taken_over = true,
+            Op::TakeOver => shim.take_over(),
             Op::GiveBack => shim.give_back(),
         }
     }

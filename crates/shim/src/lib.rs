@@ -5,6 +5,9 @@
 //! configuration and the report schema come from `matchshim-core`, the MPI bindings from
 //! `matchshim-mpi`.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod coll;
 mod intercept;
 mod mpi;
@@ -18,4 +21,60 @@ use matchshim_mpi as ffi;
 pub(crate) fn say(line: &str) {
     use std::io::Write;
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source file");
+                out.push((path.display().to_string(), text));
+            }
+        }
+    }
+
+    /// Only the I/O layer reaches MPI: no other file names a `PMPI_` function or the
+    /// bindings, and the generated entry points pass calls on through `mpi::next`.
+    #[test]
+    fn only_mpi_rs_reaches_pmpi() {
+        let mut files = Vec::new();
+        sources(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let generated = Path::new(env!("OUT_DIR")).join("entry_points.rs");
+        let text = std::fs::read_to_string(&generated).expect("generated entry points");
+        files.push((generated.display().to_string(), text));
+        assert!(files.len() > 10);
+        // Built here, so that this test's own text does not name them.
+        let (pmpi, ffi, bindings) = (
+            ["P", "MPI_"].concat(),
+            ["crate::", "ffi"].concat(),
+            ["matchshim", "_mpi"].concat(),
+        );
+        for (path, text) in files {
+            if path.ends_with("src/mpi.rs") {
+                continue;
+            }
+            // lib.rs names the bindings once, as `ffi`, for mpi.rs.
+            let lib = path.ends_with("src/lib.rs");
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                let reaches = code.contains(&pmpi)
+                    || code.contains(&ffi)
+                    || (!lib && code.contains(&bindings));
+                assert!(
+                    !reaches,
+                    "{path}:{}: reaches MPI outside mpi.rs: {line}",
+                    i + 1
+                );
+            }
+        }
+    }
 }

@@ -1,14 +1,29 @@
-//! Every call the runtime and the collectives make into MPI, typed: handles stay MPI's own,
-//! results come back as `Result`s, statuses as values. Only this module (and the exported
-//! entry points, when they pass a call through) calls `PMPI_*`.
+//! The I/O layer: every call the shim makes into MPI, typed. Handles stay MPI's own, results
+//! come back as `Result`s, statuses as values. Only this module calls `PMPI_*`; [`next`] holds
+//! each exported call as MPI makes it (generated from `calls.list`), for the entry points that
+//! pass a call through.
 //!
 //! Error codes are MPI's: `Err(code)` is a code an MPI call returned.
 
 use crate::ffi::*;
+use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_void};
 
-pub use crate::ffi::{abi, Count, HandleKey};
+#[cfg(large_count)]
+pub use crate::ffi::MPI_Count;
+pub use crate::ffi::{
+    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+    MPI_Request, MPI_Status, BUILT_FOR,
+};
+
+/// Each exported call as MPI makes it.
+#[allow(non_snake_case)]
+pub mod next {
+    use crate::ffi::*;
+    use std::os::raw::{c_char, c_int, c_void};
+    include!(concat!(env!("OUT_DIR"), "/next.rs"));
+}
 
 pub type Code = c_int;
 
@@ -43,9 +58,10 @@ pub fn empty_status(source: c_int) -> MPI_Status {
     status
 }
 
-pub fn cancelled_status(source: c_int, tag: c_int) -> MPI_Status {
-    let mut status = empty_status(source);
-    status.MPI_TAG = tag;
+/// A cancelled receive's status: only its cancelled flag has a meaning; the rest is the empty
+/// status, as Open MPI gives it.
+pub fn cancelled_status() -> MPI_Status {
+    let mut status = empty_status(abi().any_source);
     // SAFETY: status is a valid MPI_Status.
     unsafe { PMPI_Status_set_cancelled(&mut status, 1) };
     status
@@ -57,22 +73,13 @@ pub fn cancelled_status(source: c_int, tag: c_int) -> MPI_Status {
 /// # Safety
 /// `out` is `MPI_STATUS_IGNORE`, null, or points to a writable `MPI_Status`.
 pub unsafe fn store_status(out: *mut MPI_Status, status: &MPI_Status) {
-    if !ignored(out) {
-        let error = (*out).MPI_ERROR;
-        *out = *status;
-        (*out).MPI_ERROR = error;
-    }
-}
-
-/// `store_status` for a multiple-completion call that returns `MPI_ERR_IN_STATUS`: then every
-/// status gets its request's error.
-///
-/// # Safety
-/// As for [`store_status`].
-pub unsafe fn store_status_with_error(out: *mut MPI_Status, status: &MPI_Status, err: Code) {
-    if !ignored(out) {
-        *out = *status;
-        (*out).MPI_ERROR = err;
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        if !ignored(out) {
+            let error = (*out).MPI_ERROR;
+            *out = *status;
+            (*out).MPI_ERROR = error;
+        }
     }
 }
 
@@ -164,9 +171,12 @@ pub fn comm_duplicate_quietly(comm: MPI_Comm) -> Result<MPI_Comm, Code> {
 /// # Safety
 /// `out` stays at one address until the request completes.
 pub unsafe fn comm_idup(comm: MPI_Comm, out: *mut MPI_Comm) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    check(PMPI_Comm_idup(comm, out, &mut request))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        check(PMPI_Comm_idup(comm, out, &mut request))?;
+        Ok(request)
+    }
 }
 
 pub fn comm_free(comm: &mut MPI_Comm) {
@@ -187,8 +197,48 @@ pub fn raise(comm: MPI_Comm, code: Code) -> Code {
     code
 }
 
+/// While it lives, errors on its communicators come back as codes and raise nothing: for the
+/// shim's own calls whose error is the user's call to raise, where MPI would have. Their
+/// handlers are put back when it goes.
+pub struct Quiet {
+    saved: Vec<(MPI_Comm, MPI_Errhandler)>,
+}
+
+impl Quiet {
+    pub fn new(comms: &[MPI_Comm]) -> Quiet {
+        let saved = comms
+            .iter()
+            .map(|&comm| {
+                // SAFETY: a handle is a plain value, zero until MPI writes it.
+                let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
+                // SAFETY: plain calls on a valid communicator; the handle MPI made is freed
+                // once put back.
+                unsafe {
+                    PMPI_Comm_get_errhandler(comm, &mut handler);
+                    PMPI_Comm_set_errhandler(comm, abi().errors_return);
+                }
+                (comm, handler)
+            })
+            .collect();
+        Quiet { saved }
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        for (comm, handler) in self.saved.iter_mut().rev() {
+            // SAFETY: as in `new`.
+            unsafe {
+                PMPI_Comm_set_errhandler(*comm, *handler);
+                PMPI_Errhandler_free(handler);
+            }
+        }
+    }
+}
+
 /// True when an error raised on `comm` ends the program (the default handlers).
 pub fn errors_are_fatal(comm: MPI_Comm) -> bool {
+    // SAFETY: a handle is a plain value (an int or a pointer), zero until MPI writes it.
     let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
     // SAFETY: out-pointer is a valid local; the handle MPI returns is freed below.
     unsafe {
@@ -270,28 +320,31 @@ pub unsafe fn irecv(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Irecv_c(
-        buf,
-        count,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Irecv(
-        buf,
-        count as c_int,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Irecv_c(
+            buf,
+            count,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Irecv(
+            buf,
+            count as c_int,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// # Safety
@@ -304,28 +357,31 @@ pub unsafe fn isend(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Isend_c(
-        buf,
-        count,
-        datatype,
-        dest,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Isend(
-        buf,
-        count as c_int,
-        datatype,
-        dest,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Isend_c(
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Isend(
+            buf,
+            count as c_int,
+            datatype,
+            dest,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// Receives a matched message at once; the status and MPI's code.
@@ -338,12 +394,15 @@ pub unsafe fn mrecv(
     datatype: MPI_Datatype,
     message: &mut MPI_Message,
 ) -> (MPI_Status, Code) {
-    let mut status = zeroed_status();
-    #[cfg(large_count)]
-    let err = PMPI_Mrecv_c(buf, count, datatype, message, &mut status);
-    #[cfg(not(large_count))]
-    let err = PMPI_Mrecv(buf, count as c_int, datatype, message, &mut status);
-    (status, err)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut status = zeroed_status();
+        #[cfg(large_count)]
+        let err = PMPI_Mrecv_c(buf, count, datatype, message, &mut status);
+        #[cfg(not(large_count))]
+        let err = PMPI_Mrecv(buf, count as c_int, datatype, message, &mut status);
+        (status, err)
+    }
 }
 
 /// # Safety
@@ -354,18 +413,21 @@ pub unsafe fn imrecv(
     datatype: MPI_Datatype,
     message: &mut MPI_Message,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Imrecv_c(buf, count, datatype, message, &mut request))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Imrecv(
-        buf,
-        count as c_int,
-        datatype,
-        message,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Imrecv_c(buf, count, datatype, message, &mut request))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Imrecv(
+            buf,
+            count as c_int,
+            datatype,
+            message,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 /// `MPI_Iprobe`: the status of the earliest matching message MPI holds, if any.
@@ -376,7 +438,7 @@ pub fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm) -> Result<Option<MPI_St
     Ok((flag != 0).then_some(status))
 }
 
-/// `MPI_Improbe`: the earliest matching message MPI holds, taken, if any.
+/// `MPI_Improbe`: the earliest matching message MPI holds, removed from its queue, if any.
 pub fn improbe(
     source: c_int,
     tag: c_int,
@@ -398,8 +460,11 @@ pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
     (flag != 0 || err != abi().success).then_some((status, err))
 }
 
-/// Whether a real request has completed, leaving it as it is.
+/// Whether a real request has completed, leaving it as it is. Its error, if it failed, is
+/// not raised (MPICH raises it here through `MPI_COMM_WORLD`): the call that completes it
+/// raises it.
 pub fn request_done(request: MPI_Request) -> bool {
+    let _quiet = cfg!(mpich).then(|| Quiet::new(&[abi().comm_world]));
     let mut flag = 0;
     // SAFETY: a live request handle; the status is ignored.
     unsafe { PMPI_Request_get_status(request, &mut flag, abi().status_ignore) };
@@ -456,28 +521,31 @@ pub unsafe fn recv_init(
     tag: c_int,
     comm: MPI_Comm,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    #[cfg(large_count)]
-    check(PMPI_Recv_init_c(
-        buf,
-        count,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    #[cfg(not(large_count))]
-    check(PMPI_Recv_init(
-        buf,
-        count as c_int,
-        datatype,
-        source,
-        tag,
-        comm,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        #[cfg(large_count)]
+        check(PMPI_Recv_init_c(
+            buf,
+            count,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        #[cfg(not(large_count))]
+        check(PMPI_Recv_init(
+            buf,
+            count as c_int,
+            datatype,
+            source,
+            tag,
+            comm,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 // ---- generalized requests ----------------------------------------------------------------
@@ -494,15 +562,18 @@ pub unsafe fn grequest_start(
     cancel: CancelFn,
     state: *mut c_void,
 ) -> Result<MPI_Request, Code> {
-    let mut request = abi().request_null;
-    check(PMPI_Grequest_start(
-        Some(query),
-        Some(free),
-        Some(cancel),
-        state,
-        &mut request,
-    ))?;
-    Ok(request)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        let mut request = abi().request_null;
+        check(PMPI_Grequest_start(
+            Some(query),
+            Some(free),
+            Some(cancel),
+            state,
+            &mut request,
+        ))?;
+        Ok(request)
+    }
 }
 
 pub fn grequest_complete(request: MPI_Request) {
@@ -532,8 +603,11 @@ impl Drop for Duplicate {
 
 // SAFETY: handles are plain values; MPI allows a datatype's use from any thread.
 unsafe impl Send for HeldType {}
+// SAFETY: as above.
 unsafe impl Sync for HeldType {}
+// SAFETY: as above.
 unsafe impl Send for Duplicate {}
+// SAFETY: as above.
 unsafe impl Sync for Duplicate {}
 
 impl HeldType {
@@ -632,7 +706,8 @@ pub unsafe fn pack(
     position: &mut c_int,
     comm: MPI_Comm,
 ) -> Result<(), Code> {
-    check(PMPI_Pack(buf, count, datatype, out, room, position, comm))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe { check(PMPI_Pack(buf, count, datatype, out, room, position, comm)) }
 }
 
 /// # Safety
@@ -646,9 +721,12 @@ pub unsafe fn unpack(
     datatype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> Result<(), Code> {
-    check(PMPI_Unpack(
-        packed, len, position, buf, count, datatype, comm,
-    ))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        check(PMPI_Unpack(
+            packed, len, position, buf, count, datatype, comm,
+        ))
+    }
 }
 
 /// `count` elements of `datatype` at `buf`, packed: what a replaced buffer sends.
@@ -661,41 +739,44 @@ pub unsafe fn packed_copy(
     datatype: MPI_Datatype,
     comm: MPI_Comm,
 ) -> Result<Vec<u8>, Code> {
-    #[cfg(large_count)]
-    {
-        let mut size: Count = 0;
-        check(PMPI_Pack_size_c(count, datatype, comm, &mut size))?;
-        let mut packed = vec![0u8; size.max(0) as usize];
-        let mut position: Count = 0;
-        check(PMPI_Pack_c(
-            buf,
-            count,
-            datatype,
-            packed.as_mut_ptr().cast(),
-            size,
-            &mut position,
-            comm,
-        ))?;
-        packed.truncate(position as usize);
-        Ok(packed)
-    }
-    #[cfg(not(large_count))]
-    {
-        let mut size = 0;
-        check(PMPI_Pack_size(count as c_int, datatype, comm, &mut size))?;
-        let mut packed = vec![0u8; size.max(0) as usize];
-        let mut position = 0;
-        pack(
-            buf,
-            count as c_int,
-            datatype,
-            packed.as_mut_ptr().cast(),
-            size,
-            &mut position,
-            comm,
-        )?;
-        packed.truncate(position as usize);
-        Ok(packed)
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe {
+        #[cfg(large_count)]
+        {
+            let mut size: Count = 0;
+            check(PMPI_Pack_size_c(count, datatype, comm, &mut size))?;
+            let mut packed = vec![0u8; size.max(0) as usize];
+            let mut position: Count = 0;
+            check(PMPI_Pack_c(
+                buf,
+                count,
+                datatype,
+                packed.as_mut_ptr().cast(),
+                size,
+                &mut position,
+                comm,
+            ))?;
+            packed.truncate(position as usize);
+            Ok(packed)
+        }
+        #[cfg(not(large_count))]
+        {
+            let mut size = 0;
+            check(PMPI_Pack_size(count as c_int, datatype, comm, &mut size))?;
+            let mut packed = vec![0u8; size.max(0) as usize];
+            let mut position = 0;
+            pack(
+                buf,
+                count as c_int,
+                datatype,
+                packed.as_mut_ptr().cast(),
+                size,
+                &mut position,
+                comm,
+            )?;
+            packed.truncate(position as usize);
+            Ok(packed)
+        }
     }
 }
 
@@ -712,7 +793,8 @@ pub unsafe fn reduce_local(
     datatype: MPI_Datatype,
     op: MPI_Op,
 ) -> Result<(), Code> {
-    check(PMPI_Reduce_local(input, inout, count, datatype, op))
+    // SAFETY: as the caller promises (see `# Safety`).
+    unsafe { check(PMPI_Reduce_local(input, inout, count, datatype, op)) }
 }
 
 pub fn op_commutative(op: MPI_Op) -> Result<bool, Code> {
@@ -761,6 +843,12 @@ pub fn first_rank_where(mine: bool) -> c_int {
     first
 }
 
+/// `MPI_Finalize`, when nothing of the shim's is pending (a run stopped at `MPI_Init`).
+pub fn finalize() {
+    // SAFETY: plain call.
+    unsafe { PMPI_Finalize() };
+}
+
 pub fn barrier_world() {
     // SAFETY: plain call.
     unsafe { PMPI_Barrier(abi().comm_world) };
@@ -793,8 +881,8 @@ pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
         let mut flag = 0;
         // SAFETY: `value` holds 15 characters and the terminating NUL.
         unsafe { PMPI_Info_get(info, key.as_ptr(), 15, value.as_mut_ptr(), &mut flag) };
-        // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
         (flag != 0).then(|| {
+            // SAFETY: MPI wrote a NUL-terminated string when it set `flag`.
             unsafe { std::ffi::CStr::from_ptr(value.as_ptr()) }
                 .to_string_lossy()
                 .into_owned()
@@ -823,17 +911,21 @@ pub mod user {
         comm: MPI_Comm,
         status: *mut MPI_Status,
     ) -> c_int {
-        #[cfg(large_count)]
-        return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
-        #[cfg(not(large_count))]
-        return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe {
+            #[cfg(large_count)]
+            return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+            #[cfg(not(large_count))]
+            return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+        }
     }
 
     /// # Safety
     /// As for `MPI_Wait`.
     #[inline]
     pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-        PMPI_Wait(request, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Wait(request, status) }
     }
 
     /// # Safety
@@ -844,7 +936,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Test(request, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Test(request, flag, status) }
     }
 
     /// # Safety
@@ -854,7 +947,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Request_get_status(request, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Request_get_status(request, flag, status) }
     }
 
     /// # Safety
@@ -864,7 +958,8 @@ pub mod user {
         requests: *mut MPI_Request,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitall(count, requests, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitall(count, requests, statuses) }
     }
 
     /// # Safety
@@ -875,7 +970,8 @@ pub mod user {
         flag: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testall(count, requests, flag, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testall(count, requests, flag, statuses) }
     }
 
     /// # Safety
@@ -886,7 +982,8 @@ pub mod user {
         index: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitany(count, requests, index, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitany(count, requests, index, status) }
     }
 
     /// # Safety
@@ -898,7 +995,8 @@ pub mod user {
         flag: *mut c_int,
         status: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testany(count, requests, index, flag, status)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testany(count, requests, index, flag, status) }
     }
 
     /// # Safety
@@ -910,7 +1008,8 @@ pub mod user {
         indices: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Waitsome(count, requests, outcount, indices, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Waitsome(count, requests, outcount, indices, statuses) }
     }
 
     /// # Safety
@@ -922,6 +1021,130 @@ pub mod user {
         indices: *mut c_int,
         statuses: *mut MPI_Status,
     ) -> c_int {
-        PMPI_Testsome(count, requests, outcount, indices, statuses)
+        // SAFETY: as the caller promises (see `# Safety`).
+        unsafe { PMPI_Testsome(count, requests, outcount, indices, statuses) }
     }
+}
+
+// ---- Fortran -----------------------------------------------------------------------------
+
+/// Handles and statuses between MPI's Fortran and C bindings.
+pub mod fortran {
+    use crate::ffi::*;
+
+    macro_rules! convert {
+        ($(#[$meta:meta])* $name:ident($from:ty) -> $to:ty = $ms:ident) => {
+            $(#[$meta])*
+            #[inline]
+            pub fn $name(handle: $from) -> $to {
+                // SAFETY: MPI's conversion, defined for any value.
+                unsafe { $ms(handle) }
+            }
+        };
+    }
+    convert!(comm_f2c(Fint) -> MPI_Comm = ms_comm_f2c);
+    convert!(comm_c2f(MPI_Comm) -> Fint = ms_comm_c2f);
+    convert!(group_f2c(Fint) -> MPI_Group = ms_group_f2c);
+    convert!(info_f2c(Fint) -> MPI_Info = ms_info_f2c);
+    convert!(request_f2c(Fint) -> MPI_Request = ms_request_f2c);
+    convert!(request_c2f(MPI_Request) -> Fint = ms_request_c2f);
+    convert!(message_c2f(MPI_Message) -> Fint = ms_message_c2f);
+    convert!(#[cfg(openmpi)] type_f2c(Fint) -> MPI_Datatype = ms_type_f2c);
+    convert!(#[cfg(openmpi)] op_f2c(Fint) -> MPI_Op = ms_op_f2c);
+
+    /// # Safety
+    /// `f` is a Fortran status (`MPI_STATUS_SIZE` integers).
+    #[cfg(openmpi)]
+    pub unsafe fn status_f2c(f: *const Fint, c: &mut MPI_Status) {
+        // SAFETY: as the caller promises.
+        unsafe { PMPI_Status_f2c(f, c) };
+    }
+
+    /// # Safety
+    /// As for [`status_f2c`].
+    #[cfg(openmpi)]
+    pub unsafe fn status_c2f(c: &MPI_Status, f: *mut Fint) {
+        // SAFETY: as the caller promises.
+        unsafe { PMPI_Status_c2f(c, f) };
+    }
+}
+
+/// Where symbol `name` is in this process, if anywhere.
+pub fn symbol(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!at.is_null()).then_some(at)
+}
+
+/// C's `MPI_UNWEIGHTED`.
+#[cfg(openmpi)]
+pub fn unweighted() -> *const c_int {
+    // SAFETY: returns MPI's constant.
+    unsafe { ms_unweighted() }
+}
+
+/// C's `MPI_WEIGHTS_EMPTY`.
+#[cfg(openmpi)]
+pub fn weights_empty() -> *const c_int {
+    // SAFETY: returns MPI's constant.
+    unsafe { ms_weights_empty() }
+}
+
+/// The MPI library's own Fortran entry point `name`, the one the shim's stands before.
+fn fortran_own(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// MPI's own Fortran `MPI_INIT` named `name` (which also sets up MPI's Fortran side), or its
+/// C form where there is none.
+///
+/// # Safety
+/// Called as `MPI_INIT` is.
+pub unsafe fn fortran_init(name: &CStr) -> c_int {
+    let own = fortran_own(name);
+    let mut code = abi().success;
+    if own.is_null() {
+        // SAFETY: MPI_Init without arguments, as the standard allows.
+        code = unsafe { PMPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
+    } else {
+        // SAFETY: MPI's Fortran MPI_INIT takes the error code's address.
+        unsafe {
+            let own: unsafe extern "C" fn(*mut Fint) = std::mem::transmute(own);
+            own(&mut code);
+        }
+    }
+    code
+}
+
+/// MPI's own Fortran `MPI_INIT_THREAD` named `name`, or its C form where there is none.
+///
+/// # Safety
+/// `required` and `provided` are the Fortran caller's.
+pub unsafe fn fortran_init_thread(
+    name: &CStr,
+    required: *const Fint,
+    provided: *mut Fint,
+) -> c_int {
+    let own = fortran_own(name);
+    let mut code = abi().success;
+    if own.is_null() {
+        // SAFETY: the caller's `required` and `provided`.
+        code = unsafe {
+            PMPI_Init_thread(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                *required,
+                provided,
+            )
+        };
+    } else {
+        // SAFETY: MPI's Fortran MPI_INIT_THREAD takes REQUIRED, PROVIDED and the error code.
+        unsafe {
+            let own: unsafe extern "C" fn(*const Fint, *mut Fint, *mut Fint) =
+                std::mem::transmute(own);
+            own(required, provided, &mut code);
+        }
+    }
+    code
 }

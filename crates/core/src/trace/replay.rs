@@ -1,5 +1,5 @@
 //! Running a trace again through any engine, with no MPI: the engine's counters, and its
-//! time per traffic type measured around every call as the shim measures it.
+//! time per traffic type measured around every call.
 
 use super::{Op, Trace};
 use crate::clock::Clock;

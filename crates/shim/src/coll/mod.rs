@@ -1,58 +1,36 @@
-//! Collectives run by the shim on its own point-to-point.
+//! Collectives run by the shim on its own point-to-point: the executor of the schedules that
+//! `matchshim_core::protocol::coll` lays out (its algorithms, kinds and tag layout).
 //!
 //! Each intra-communicator gets a private duplicate (at `MPI_Init` for `MPI_COMM_WORLD` and
 //! `MPI_COMM_SELF`, inside the call that creates any other, and with `PMPI_Comm_idup` in the
 //! first collective on one the shim did not see created: every rank makes its collective calls
 //! in the same order, and the nonblocking form lets the shim keep matching while the duplicate
 //! is made). All traffic there is collective. With `MATCHSHIM_COLL=native` it carries the
-//! blocking collectives MPI runs.
-//! It is drained into the same engine as the user communicator's point-to-point traffic, as
-//! `Class::Collective { kind, size_class }`, so one engine sees both (the unified engine of the
-//! COL+PNP design); user receives never see it, since a point-to-point pattern never matches a
+//! blocking collectives MPI runs. It is drained into the same engine as the user
+//! communicator's point-to-point traffic, as `Class::Collective { kind, size_class }` read
+//! from each message's tag, so one engine sees both (the unified engine of the COL+PNP
+//! design); user receives never see it, since a point-to-point pattern never matches a
 //! collective element.
-//!
-//! The tag of every message of a call is `seq << 9 | kind << 4 | size_class`: `seq` numbers
-//! the calls on the communicator (wrapping within the MPI's tag range), so concurrent
-//! nonblocking collectives never cross, and `kind` and `size_class` let the drain classify an
-//! arrival before any receive wants it. Blocking and nonblocking calls are numbered apart (the
-//! lowest bit of `seq` tells which), as MPICH and Open MPI match them apart: programs that start
-//! a nonblocking collective on one rank and a blocking one first on another still work.
 //!
 //! Every call builds a [`schedule::Schedule`]; a blocking call runs it to completion with the
 //! runtime's progress, a nonblocking one returns a generalized request that progress completes
-//! when its schedule ends. Algorithms (n: communicator size, b: bytes per block or per call):
-//!
-//! | collective | algorithm |
-//! |---|---|
-//! | Barrier | dissemination |
-//! | Bcast | binomial tree if b < 12 KiB or n < 8; else binomial scatter + ring allgather |
-//! | Reduce | Rabenseifner (recursive-halving reduce-scatter + binomial gather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋; else binomial tree (rooted at 0 and sent to the root for non-commutative ops) |
-//! | Allreduce | recursive doubling; Rabenseifner (recursive-halving reduce-scatter + recursive-doubling allgather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋ |
-//! | Gather, Scatter | binomial tree on packed blocks if n > 10 and b < 1 KiB; else linear |
-//! | Gatherv, Scatterv | linear |
-//! | Allgather | recursive doubling if n is a power of two and n·b < 80 KiB; Bruck if n·b < 512 KiB; else ring |
-//! | Allgatherv | ring |
-//! | Alltoall | Bruck if b ≤ 256 B and n ≥ 8; all pairs at once if b ≤ 32 KiB; else pairwise exchange |
-//! | Alltoallv, Alltoallw | all pairs at once |
-//! | Reduce_scatter(_block) | pairwise exchange if the op commutes; else binomial reduce + linear scatter |
-//! | Scan, Exscan | recursive doubling |
-//!
-//! These follow MPICH's and Open MPI's defaults for the same sizes. Reductions go through
-//! `PMPI_Reduce_local` in MPI's operand order, so any predefined or user-defined op works.
+//! when its schedule ends. Reductions go through `PMPI_Reduce_local` in MPI's operand order, so
+//! any predefined or user-defined op works.
 
-mod algorithms;
 pub mod schedule;
 
-pub use algorithms::*;
+pub use matchshim_core::protocol::coll::algorithms;
+pub use matchshim_core::protocol::coll::Kind;
 
 use crate::config::CollMode;
-use crate::ffi::{MPI_Comm, MPI_Request};
-use crate::matching::Class;
-use crate::mpi::{self, abi, Code, HandleKey};
+use crate::mpi::{self, abi, Code, HandleKey, MPI_Comm, MPI_Request};
 use crate::report::{Collective, RankReport};
 use crate::runtime::comm::{Comm, Side};
-use crate::runtime::request::{self, Completion, Operation, Request};
+use crate::runtime::completion::Completion;
+use crate::runtime::request::{self, Operation, Request};
 use crate::runtime::{Client, Error, Runtime};
+use matchshim_core::protocol::coll::Invalid;
+use matchshim_core::protocol::coll::{Form, TagLayout, KINDS};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use schedule::{Builder, Schedule};
@@ -61,124 +39,13 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Which collective a call is (blocking and nonblocking forms share a kind: same traffic).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Barrier,
-    Bcast,
-    Reduce,
-    Allreduce,
-    Gather,
-    Gatherv,
-    Scatter,
-    Scatterv,
-    Allgather,
-    Allgatherv,
-    Alltoall,
-    Alltoallv,
-    Alltoallw,
-    ReduceScatter,
-    ReduceScatterBlock,
-    Scan,
-    Exscan,
-}
-
-pub const KINDS: usize = 17;
-
-impl Kind {
-    pub const ALL: [Kind; KINDS] = [
-        Kind::Barrier,
-        Kind::Bcast,
-        Kind::Reduce,
-        Kind::Allreduce,
-        Kind::Gather,
-        Kind::Gatherv,
-        Kind::Scatter,
-        Kind::Scatterv,
-        Kind::Allgather,
-        Kind::Allgatherv,
-        Kind::Alltoall,
-        Kind::Alltoallv,
-        Kind::Alltoallw,
-        Kind::ReduceScatter,
-        Kind::ReduceScatterBlock,
-        Kind::Scan,
-        Kind::Exscan,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Barrier => "barrier",
-            Kind::Bcast => "bcast",
-            Kind::Reduce => "reduce",
-            Kind::Allreduce => "allreduce",
-            Kind::Gather => "gather",
-            Kind::Gatherv => "gatherv",
-            Kind::Scatter => "scatter",
-            Kind::Scatterv => "scatterv",
-            Kind::Allgather => "allgather",
-            Kind::Allgatherv => "allgatherv",
-            Kind::Alltoall => "alltoall",
-            Kind::Alltoallv => "alltoallv",
-            Kind::Alltoallw => "alltoallw",
-            Kind::ReduceScatter => "reduce_scatter",
-            Kind::ReduceScatterBlock => "reduce_scatter_block",
-            Kind::Scan => "scan",
-            Kind::Exscan => "exscan",
-        }
-    }
-}
-
-/// The size class of calls whose blocks differ by rank (`v` and `w` forms).
-pub const VARYING: u8 = 15;
-
-/// Message size class: ≤ 8 B is 0, then one class per factor of 4 (≤ 32 B, ≤ 128 B, …), at
-/// most 14.
-pub fn size_class(bytes: i64) -> u8 {
-    if bytes <= 8 {
-        return 0;
-    }
-    let bits = 64 - ((bytes - 1) as u64).leading_zeros();
-    ((bits - 2) / 2).min(14) as u8
-}
-
-/// How tags on the private duplicates carry the call number, kind and size class.
-#[derive(Clone, Copy, Debug)]
-pub struct TagLayout {
-    seq_mask: u32,
-}
-
-const KIND_SHIFT: u32 = 4;
-const SEQ_SHIFT: u32 = 9;
-
-impl TagLayout {
-    pub fn new(tag_ub: c_int) -> TagLayout {
-        let bits = 32 - (tag_ub.max(32767) as u32).leading_zeros();
-        TagLayout {
-            seq_mask: (1u32 << (bits - SEQ_SHIFT)) - 1,
-        }
-    }
-
-    pub fn tag(&self, seq: u32, kind: Kind, size_class: u8) -> c_int {
-        ((seq & self.seq_mask) << SEQ_SHIFT | (kind as u32) << KIND_SHIFT | size_class as u32)
-            as c_int
-    }
-
-    pub fn class_of(&self, tag: c_int) -> Class {
-        Class::Collective {
-            kind: (tag as u32 >> KIND_SHIFT & 31) as u8,
-            size_class: (tag & 15) as u8,
-        }
-    }
-}
-
 /// A communicator's collective state: its private duplicate and call counters.
 pub struct CollComm {
     dup: OnceLock<MPI_Comm>,
     /// The `PMPI_Comm_idup` under way, with the place MPI writes the new handle.
     creating: Mutex<Option<(MPI_Request, Box<MPI_Comm>)>>,
     /// Calls so far: blocking, nonblocking.
-    seq: [AtomicU32; 2],
+    calls: [AtomicU32; 2],
     /// Schedules running on this communicator; the duplicate is freed once none is left
     /// after the user freed the communicator.
     running: AtomicUsize,
@@ -186,8 +53,9 @@ pub struct CollComm {
     freed: AtomicBool,
 }
 
-// SAFETY: MPI handles are plain values.
+// SAFETY: MPI handles are plain values; the state that changes is atomic or locked.
 unsafe impl Send for CollComm {}
+// SAFETY: as above.
 unsafe impl Sync for CollComm {}
 
 impl CollComm {
@@ -195,7 +63,7 @@ impl CollComm {
         CollComm {
             dup: OnceLock::new(),
             creating: Mutex::new(None),
-            seq: [AtomicU32::new(0), AtomicU32::new(0)],
+            calls: [AtomicU32::new(0), AtomicU32::new(0)],
             running: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             freed: AtomicBool::new(false),
@@ -217,7 +85,7 @@ impl CollComm {
         // Errors surface on the user's communicator, through its handler.
         mpi::comm_return_errors(dup);
         let _ = self.dup.set(dup);
-        let _ = comm.side.set(Side::new(dup, move |tag| tags.class_of(tag)));
+        let _ = comm.side.set(Side::new(dup, tags));
     }
 
     /// Starts making the duplicate unless it exists or is under way.
@@ -250,8 +118,9 @@ impl CollComm {
         Some(dup)
     }
 
-    fn next_seq(&self, nonblocking: bool) -> u32 {
-        self.seq[nonblocking as usize].fetch_add(1, Ordering::Relaxed) << 1 | nonblocking as u32
+    /// The number of the next call of `form` on the communicator.
+    fn next_call(&self, form: Form) -> u32 {
+        self.calls[(form == Form::Nonblocking) as usize].fetch_add(1, Ordering::Relaxed)
     }
 
     fn began(&self, comm: &Comm) {
@@ -325,11 +194,11 @@ struct CollStats {
 }
 
 impl CollStats {
-    fn record(&self, kind: Kind, nonblocking: bool, b: &Builder) {
+    fn record(&self, kind: Kind, form: Form, b: &Builder) {
         let c = &self.counters[kind as usize];
         for (i, v) in [
             1,
-            nonblocking as u64,
+            (form == Form::Nonblocking) as u64,
             b.received.0,
             b.received.1,
             b.sent.0,
@@ -392,7 +261,7 @@ impl Client for Collectives {
         };
         let running = list.len();
         list.retain_mut(|(op, schedule)| {
-            if !schedule.step(rt) {
+            if !schedule.step() {
                 return true;
             }
             op.finish(schedule.err);
@@ -481,28 +350,29 @@ impl Collectives {
         comm: &'static Comm,
         kind: Kind,
         request: *mut MPI_Request,
-        build: impl FnOnce(&mut Builder) -> Result<(), Code>,
+        build: impl FnOnce(&mut Builder) -> Result<(), Invalid>,
     ) -> Result<Code, Error> {
-        let nonblocking = !request.is_null();
+        let form = if !request.is_null() {
+            Form::Nonblocking
+        } else {
+            Form::Blocking
+        };
         let mut b = Builder::new(comm.rank, comm.size);
         build(&mut b).map_err(|_| Error::Invalid)?;
         let state = self.state(comm);
         state
             .start(comm)
             .map_err(|err| rt.raise(comm.handle, err))?;
-        let seq = state.next_seq(nonblocking);
-        self.stats.record(kind, nonblocking, &b);
-        let class = Class::Collective {
-            kind: kind as u8,
-            size_class: b.size_class,
-        };
-        let tag = self.tags().tag(seq, kind, b.size_class);
+        let call = state.next_call(form);
+        self.stats.record(kind, form, &b);
+        let class = kind.class(b.size_class);
+        let tag = self.tags().tag(call, form, kind, b.size_class);
         let mut schedule = b
-            .finish(state.clone(), comm, tag, class, nonblocking)
+            .finish(state.clone(), comm, tag, class, form)
             .map_err(|err| rt.raise(comm.handle, err))?;
         state.began(comm);
-        if !nonblocking {
-            rt.wait_until(Some(comm), || schedule.step(rt));
+        if form == Form::Blocking {
+            rt.wait_until(Some(comm), || schedule.step());
             state.finished(comm);
             if schedule.err != abi().success {
                 return Err(rt.raise(comm.handle, schedule.err));
@@ -520,10 +390,11 @@ impl Collectives {
                 return Err(rt.raise(comm.handle, err));
             }
         };
-        rt.register(greq, Request::Op(op.clone()));
-        *request = greq;
+        rt.requests.insert(greq, Request::Op(op.clone()));
+        // SAFETY: the caller's request.
+        unsafe { *request = greq };
         // The first round goes out now, so the collective overlaps what the caller does next.
-        if schedule.step(rt) {
+        if schedule.step() {
             op.finish(schedule.err);
             state.finished(comm);
         } else {
@@ -534,50 +405,5 @@ impl Collectives {
             list.push((op, schedule));
         }
         Ok(abi().success)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn size_classes_grow_by_factors_of_four() {
-        let cases = [
-            (0, 0),
-            (8, 0),
-            (9, 1),
-            (32, 1),
-            (33, 2),
-            (128, 2),
-            (1024, 4),
-            (65536, 7),
-        ];
-        for (bytes, class) in cases {
-            assert_eq!(size_class(bytes), class, "{bytes} bytes");
-        }
-        assert_eq!(size_class(1 << 40), 14);
-    }
-
-    #[test]
-    fn tags_stay_in_range_and_carry_kind_and_class() {
-        for tag_ub in [32767, (1 << 28) - 1, i32::MAX] {
-            let layout = TagLayout::new(tag_ub);
-            for seq in [0, 1, 77, u32::MAX] {
-                for kind in Kind::ALL {
-                    let tag = layout.tag(seq, kind, 13);
-                    assert!((0..=tag_ub).contains(&tag), "tag {tag} above {tag_ub}");
-                    assert_eq!(
-                        layout.class_of(tag),
-                        Class::Collective {
-                            kind: kind as u8,
-                            size_class: 13
-                        }
-                    );
-                }
-            }
-            // Consecutive calls get different tags.
-            assert_ne!(layout.tag(5, Kind::Bcast, 0), layout.tag(6, Kind::Bcast, 0));
-        }
     }
 }

@@ -1,88 +1,42 @@
 //! A collective as a schedule (the libNBC model): rounds of sends, receives, local reductions
-//! and copies. A round starts once the one before it has completed; its actions start in the
-//! order they were added, so a reduction placed before a send in the same round has run before
-//! the send reads its result. One executor drives schedules from the runtime's progress.
+//! and copies, laid out by the algorithms of `matchshim_core::protocol::coll` through
+//! [`Builder`], the shim's [`Plan`] with real buffers. A round starts once the one before it
+//! has completed; its actions start in the order they were added, so a reduction placed
+//! before a send in the same round has run before the send reads its result. One executor
+//! drives schedules from the runtime's progress.
 
 use super::CollComm;
-use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::matching::{Class, Pattern};
-use crate::mpi::{self, abi, Code, HeldType};
-use crate::runtime::comm::{Channel, Comm, Matched, Posted, Waiter};
-use crate::runtime::recv::{Delivery, Receive, Taken};
-use crate::runtime::takeover::Mode;
-use crate::runtime::Runtime;
+use crate::mpi::{self, abi, Code, HeldType, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::runtime::comm::{Caller, Channel, Comm, Drain, ReceivedBy, Recv, Route};
+use crate::runtime::receive::{Buffer, Delivery, Landed, Stage};
+use matchshim_core::protocol::coll::{Data, Form, Invalid, Plan, TypeInfo};
+use matchshim_core::protocol::Posted;
 use std::alloc::{alloc, dealloc, Layout};
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
-/// `count` elements of `dtype` at `ptr`.
-#[derive(Clone, Copy, PartialEq)]
-pub struct Data {
-    pub ptr: *mut c_void,
-    pub count: c_int,
-    pub dtype: MPI_Datatype,
-}
+/// Data of a schedule with real buffers.
+pub type Place = Data<Builder>;
 
-impl Data {
-    pub fn new(ptr: *const c_void, count: c_int, dtype: MPI_Datatype) -> Data {
-        Data {
-            ptr: ptr as *mut c_void,
-            count,
-            dtype,
-        }
-    }
-
-    /// Packed bytes: data in MPI's native pack format, which on one machine is the plain bytes.
-    pub fn bytes(ptr: *const c_void, len: i64) -> Data {
-        Data::new(ptr, len as c_int, abi().packed)
-    }
-}
-
-/// `ptr` moved by `bytes`; plain address arithmetic (`MPI_BOTTOM` may be null).
-pub fn at(ptr: *const c_void, bytes: i64) -> *mut c_void {
-    (ptr as *mut u8).wrapping_offset(bytes as isize) as *mut c_void
-}
-
-/// What the schedule needs to know of a datatype.
-#[derive(Clone, Copy)]
-pub struct TypeInfo {
-    /// Bytes of data in one element.
-    pub size: i64,
-    pub extent: i64,
-    pub true_lb: i64,
-    pub true_extent: i64,
-}
-
-impl TypeInfo {
-    pub fn of(dtype: MPI_Datatype) -> Result<TypeInfo, c_int> {
-        let size = mpi::type_size(dtype)?;
-        let ((_, extent), (true_lb, true_extent)) = mpi::type_extents(dtype)?;
-        Ok(TypeInfo {
-            size,
-            extent,
-            true_lb,
-            true_extent,
-        })
-    }
-
-    /// Elements follow each other without gaps, so `count` of them are plain bytes at the
-    /// buffer's address.
-    pub fn contiguous(&self) -> bool {
-        self.size == self.extent && self.true_extent == self.size && self.true_lb == 0
-    }
-
-    /// Bytes spanned by `count` elements, from the first byte of data to the last.
-    pub fn span(&self, count: i64) -> i64 {
-        if count <= 0 {
-            0
-        } else {
-            self.true_extent + (count - 1) * self.extent
-        }
-    }
+fn type_info(dtype: MPI_Datatype) -> Result<TypeInfo, Code> {
+    let size = mpi::type_size(dtype)?;
+    let ((_, extent), (true_lb, true_extent)) = mpi::type_extents(dtype)?;
+    Ok(TypeInfo {
+        size,
+        extent,
+        true_lb,
+        true_extent,
+    })
 }
 
 fn is_contiguous(dtype: MPI_Datatype) -> bool {
-    dtype == abi().packed || TypeInfo::of(dtype).is_ok_and(|t| t.contiguous())
+    dtype == abi().packed || type_info(dtype).is_ok_and(|t| t.contiguous())
+}
+
+fn type_bytes(data: &Place) -> u64 {
+    let size = mpi::type_size(data.dtype).unwrap_or(0);
+    data.count.max(0) as u64 * size.max(0) as u64
 }
 
 /// Scratch memory owned by a schedule.
@@ -99,8 +53,8 @@ impl Drop for Temp {
 }
 
 pub enum Action {
-    Send(Data, c_int),
-    Recv(Data, c_int),
+    Send(Place, c_int),
+    Recv(Place, c_int),
     /// `inout = input op inout`, MPI's operand order (as `MPI_Reduce_local`).
     Reduce {
         input: *const c_void,
@@ -112,17 +66,43 @@ pub enum Action {
     /// Copies between any layouts with the same type signature; `bytes` when both are
     /// contiguous and a `memcpy` does.
     Copy {
-        src: Data,
-        dst: Data,
+        src: Place,
+        dst: Place,
         bytes: Option<i64>,
     },
 }
 
-/// Builds a schedule; the algorithms add actions to the current round.
+/// An int array of the caller's (counts, displacements): as long as the communicator is
+/// large, as the standard requires, or null where the call has none.
+#[derive(Clone, Copy)]
+pub struct Ints(*const c_int);
+
+impl Ints {
+    /// # Safety
+    /// `p` is null or holds as many ints as the communicator has ranks, until the call
+    /// returns.
+    pub unsafe fn of(p: *const c_int) -> Ints {
+        Ints(p)
+    }
+}
+
+/// A datatype array of the caller's (`MPI_Alltoallw`), as [`Ints`].
+#[derive(Clone, Copy)]
+pub struct Types(*const MPI_Datatype);
+
+impl Types {
+    /// # Safety
+    /// As for [`Ints::of`].
+    pub unsafe fn of(p: *const MPI_Datatype) -> Types {
+        Types(p)
+    }
+}
+
+/// Builds a schedule: the algorithms add actions to the current round.
 pub struct Builder {
-    pub rank: c_int,
-    pub size: c_int,
-    /// Message size class of the call (see `super::size_class`).
+    rank: c_int,
+    size: c_int,
+    /// Message size class of the call.
     pub size_class: u8,
     rounds: Vec<Vec<Action>>,
     current: Vec<Action>,
@@ -131,9 +111,123 @@ pub struct Builder {
     pub received: (u64, u64),
 }
 
-fn type_bytes(data: &Data) -> u64 {
-    let size = mpi::type_size(data.dtype).unwrap_or(0);
-    data.count.max(0) as u64 * size.max(0) as u64
+impl Plan for Builder {
+    type Addr = *mut c_void;
+    type Type = MPI_Datatype;
+    type Op = MPI_Op;
+    type Ints = Ints;
+    type Types = Types;
+
+    fn rank(&self) -> i32 {
+        self.rank
+    }
+
+    fn size(&self) -> i32 {
+        self.size
+    }
+
+    fn set_size_class(&mut self, class: u8) {
+        self.size_class = class;
+    }
+
+    fn send(&mut self, data: Place, peer: i32) {
+        self.sent.0 += 1;
+        self.sent.1 += type_bytes(&data);
+        self.current.push(Action::Send(data, peer));
+    }
+
+    fn recv(&mut self, data: Place, peer: i32) {
+        self.received.0 += 1;
+        self.received.1 += type_bytes(&data);
+        self.current.push(Action::Recv(data, peer));
+    }
+
+    fn reduce(
+        &mut self,
+        input: *mut c_void,
+        inout: *mut c_void,
+        count: c_int,
+        dtype: MPI_Datatype,
+        op: MPI_Op,
+    ) {
+        if count > 0 {
+            self.current.push(Action::Reduce {
+                input: input.cast_const(),
+                inout,
+                count,
+                dtype,
+                op,
+            });
+        }
+    }
+
+    fn copy(&mut self, src: Place, dst: Place) {
+        let same = src.ptr == dst.ptr && src.count == dst.count && src.dtype == dst.dtype;
+        if src.count <= 0 || dst.count <= 0 || same {
+            return;
+        }
+        let bytes =
+            (is_contiguous(src.dtype) && is_contiguous(dst.dtype)).then(|| type_bytes(&src) as i64);
+        self.current.push(Action::Copy { src, dst, bytes });
+    }
+
+    fn next_round(&mut self) {
+        if !self.current.is_empty() {
+            self.rounds.push(std::mem::take(&mut self.current));
+        }
+    }
+
+    fn temp(&mut self, bytes: i64) -> *mut c_void {
+        let layout = Layout::from_size_align(bytes.max(1) as usize, 64).expect("scratch size");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        self.temps.push(Temp { ptr, layout });
+        ptr.cast()
+    }
+
+    /// Plain address arithmetic (`MPI_BOTTOM` may be null).
+    fn at(addr: *mut c_void, bytes: i64) -> *mut c_void {
+        (addr as *mut u8).wrapping_offset(bytes as isize) as *mut c_void
+    }
+
+    fn null() -> *mut c_void {
+        std::ptr::null_mut()
+    }
+
+    fn in_place(addr: *mut c_void) -> bool {
+        std::ptr::eq(addr, abi().in_place)
+    }
+
+    fn packed() -> MPI_Datatype {
+        abi().packed
+    }
+
+    fn type_info(dtype: MPI_Datatype) -> Result<TypeInfo, Invalid> {
+        type_info(dtype).map_err(|_| Invalid)
+    }
+
+    fn commutative(op: MPI_Op) -> Result<bool, Invalid> {
+        mpi::op_commutative(op).map_err(|_| Invalid)
+    }
+
+    fn ints(ints: Ints, n: i32) -> Option<Vec<i32>> {
+        if ints.0.is_null() {
+            return None;
+        }
+        // SAFETY: an array of the caller's with an entry per rank (see `Ints::of`).
+        Some(unsafe { std::slice::from_raw_parts(ints.0, n.max(0) as usize) }.to_vec())
+    }
+
+    fn types(types: Types, n: i32) -> Option<Vec<MPI_Datatype>> {
+        if types.0.is_null() {
+            return None;
+        }
+        // SAFETY: as for `ints`.
+        Some(unsafe { std::slice::from_raw_parts(types.0, n.max(0) as usize) }.to_vec())
+    }
 }
 
 impl Builder {
@@ -150,71 +244,6 @@ impl Builder {
         }
     }
 
-    /// Ends the current round: what is added next waits until it has completed.
-    pub fn next_round(&mut self) {
-        if !self.current.is_empty() {
-            self.rounds.push(std::mem::take(&mut self.current));
-        }
-    }
-
-    pub fn send(&mut self, data: Data, peer: c_int) {
-        self.sent.0 += 1;
-        self.sent.1 += type_bytes(&data);
-        self.current.push(Action::Send(data, peer));
-    }
-
-    pub fn recv(&mut self, data: Data, peer: c_int) {
-        self.received.0 += 1;
-        self.received.1 += type_bytes(&data);
-        self.current.push(Action::Recv(data, peer));
-    }
-
-    /// `inout = input op inout` over `count` elements.
-    pub fn reduce(
-        &mut self,
-        input: *const c_void,
-        inout: *mut c_void,
-        count: c_int,
-        dtype: MPI_Datatype,
-        op: MPI_Op,
-    ) {
-        if count > 0 {
-            self.current.push(Action::Reduce {
-                input,
-                inout,
-                count,
-                dtype,
-                op,
-            });
-        }
-    }
-
-    pub fn copy(&mut self, src: Data, dst: Data) {
-        if src.count <= 0 || dst.count <= 0 || src == dst {
-            return;
-        }
-        let bytes =
-            (is_contiguous(src.dtype) && is_contiguous(dst.dtype)).then(|| type_bytes(&src) as i64);
-        self.current.push(Action::Copy { src, dst, bytes });
-    }
-
-    /// `bytes` of scratch memory, freed with the schedule.
-    pub fn temp(&mut self, bytes: i64) -> *mut c_void {
-        let layout = Layout::from_size_align(bytes.max(1) as usize, 64).expect("scratch size");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        self.temps.push(Temp { ptr, layout });
-        ptr.cast()
-    }
-
-    /// Scratch room for `count` elements of a type, laid out as in a user buffer.
-    pub fn typed_temp(&mut self, count: c_int, t: &TypeInfo) -> *mut c_void {
-        at(self.temp(t.span(count as i64)), -t.true_lb)
-    }
-
     /// The schedule to run. A nonblocking one holds duplicates of the derived datatypes it
     /// uses, since the user may free theirs as soon as the call returns.
     pub fn finish(
@@ -223,10 +252,10 @@ impl Builder {
         comm: &'static Comm,
         tag: c_int,
         class: Class,
-        nonblocking: bool,
+        form: Form,
     ) -> Result<Schedule, Code> {
         self.next_round();
-        let types = if nonblocking {
+        let types = if form == Form::Nonblocking {
             self.own_types()?
         } else {
             Vec::new()
@@ -287,8 +316,8 @@ pub struct Schedule {
     next: usize,
     /// Sends and receives of the current round that MPI is moving.
     requests: Vec<MPI_Request>,
-    /// Receives of the current round still waiting in the shim's queues: (key, where to).
-    waiting: Vec<(usize, Receive)>,
+    /// Receives of the current round still waiting in the shim's queues.
+    waiting: Vec<Arc<Recv>>,
     pub err: c_int,
 }
 
@@ -299,35 +328,33 @@ unsafe impl Send for Schedule {}
 impl Schedule {
     /// Moves the schedule on as far as it can without blocking; true once it is complete
     /// (`err` says how it ended).
-    pub fn step(&mut self, rt: &Runtime) -> bool {
+    pub fn step(&mut self) -> bool {
         let Some(dup) = self.coll.ready(self.comm) else {
             return false;
         };
         loop {
             if !self.waiting.is_empty() {
-                let comm = self.comm;
-                let mut queues = comm.queues.lock();
-                queues.drain(comm, rt);
+                self.comm.progress();
                 let mut i = 0;
                 while i < self.waiting.len() {
-                    let ok = match queues.take_matched(self.waiting[i].0) {
-                        Matched::Waiting => {
+                    let ok = match self.waiting[i].stage() {
+                        Stage::Queued(_) => {
                             i += 1;
                             continue;
                         }
-                        Matched::Message(message, status) => {
-                            let (_, receive) = self.waiting.swap_remove(i);
-                            let taken = receive.take(message, &status, Delivery::Soon);
-                            self.taken(taken)
+                        Stage::Matched(message) => {
+                            let recv = self.waiting.swap_remove(i);
+                            let landed = recv.buffer.land(message, dup, Delivery::Soon);
+                            self.landed(landed)
                         }
-                        Matched::Request(request) => {
+                        Stage::InMpi(request) => {
                             self.waiting.swap_remove(i);
                             self.requests.push(request);
                             true
                         }
-                        Matched::Failed(err) => {
-                            self.waiting.swap_remove(i);
-                            self.fail(err)
+                        Stage::Done => {
+                            let recv = self.waiting.swap_remove(i);
+                            self.fail(recv.done.outcome().map_or(abi().err_intern, |o| o.err))
                         }
                     };
                     if !ok {
@@ -353,7 +380,7 @@ impl Schedule {
             }
             let round = std::mem::take(&mut self.rounds[self.next]);
             self.next += 1;
-            if !self.start(rt, dup, round) {
+            if !self.start(dup, round) {
                 return true;
             }
         }
@@ -366,10 +393,10 @@ impl Schedule {
         err == abi().success
     }
 
-    fn taken(&mut self, taken: Taken) -> bool {
-        match taken {
-            Taken::Done(_, err) => self.fail(err),
-            Taken::Moving(request) => {
+    fn landed(&mut self, landed: Landed) -> bool {
+        match landed {
+            Landed::Done(_, err) => self.fail(err),
+            Landed::Moving(request) => {
                 self.requests.push(request);
                 true
             }
@@ -378,67 +405,62 @@ impl Schedule {
 
     /// Receives one message of the round: through MPI while the communicator is delegated,
     /// else through the shim's queues. False on an error.
-    fn receive(
-        &mut self,
-        rt: &Runtime,
-        dup: MPI_Comm,
-        data: Data,
-        peer: c_int,
-        drained: &mut bool,
-    ) -> bool {
-        let receive = Receive::new(
-            data.ptr,
-            data.count as mpi::Count,
-            HeldType::borrow(data.dtype),
-        );
-        let takeover = &self.comm.takeover;
-        if takeover.enter_mpi(rt.multiple) {
-            let posted = receive.post_to_mpi(peer, self.tag, dup);
-            takeover.leave_mpi(rt.multiple);
-            return match posted {
-                Ok(request) => {
-                    self.requests.push(request);
-                    true
+    fn receive(&mut self, dup: MPI_Comm, data: Place, peer: c_int, drained: &mut bool) -> bool {
+        let buffer = Buffer::borrowed(data.ptr, data.count as mpi::Count, data.dtype);
+        match self.comm.route(Caller::Schedule) {
+            Route::Mpi { permit, .. } => {
+                let posted = buffer.post_to_mpi(peer, self.tag, dup);
+                drop(permit);
+                match posted {
+                    Ok(request) => {
+                        self.requests.push(request);
+                        true
+                    }
+                    Err(err) => self.fail(err),
                 }
-                Err(err) => self.fail(err),
-            };
-        }
-        let want = Pattern {
-            source: peer,
-            tag: self.tag,
-            class: self.class,
-        };
-        let comm = self.comm;
-        let mut queues = comm.queues.lock();
-        if comm.takeover.mode() == Mode::Delegated {
-            // Given back to MPI meanwhile.
-            drop(queues);
-            return self.receive(rt, dup, data, peer, drained);
-        }
-        // Once per round: what arrived before the round matches at once.
-        if !*drained {
-            queues.drain(comm, rt);
-            *drained = true;
-        }
-        let waiter = {
-            let receive = receive.clone();
-            let tag = self.tag;
-            move || Waiter::blocking(receive, peer, tag, Channel::Side)
-        };
-        match queues.post(comm, rt, want, waiter) {
-            Posted::Found(arrived) => {
-                drop(queues);
-                self.taken(receive.take(arrived.message, &arrived.status, Delivery::Soon))
             }
-            Posted::Queued(key) => {
-                self.waiting.push((key, receive));
-                true
+            Route::Shim(mut shim) => {
+                // Once per round: what arrived before the round matches at once.
+                if !*drained {
+                    shim.drain();
+                    *drained = true;
+                }
+                let want = Pattern {
+                    source: peer,
+                    tag: self.tag,
+                    class: self.class,
+                };
+                let (comm, tag) = (self.comm, self.tag);
+                let mut made = None;
+                let posted = shim.post(want, Drain::Done, |key| {
+                    let recv = Recv::new(
+                        comm,
+                        buffer.clone(),
+                        (peer, tag),
+                        Channel::Side,
+                        ReceivedBy::Caller,
+                        Stage::Queued(key),
+                    );
+                    made = Some(recv.clone());
+                    recv
+                });
+                drop(shim);
+                match posted {
+                    Posted::Found(message) => {
+                        let landed = buffer.land(message, dup, Delivery::Soon);
+                        self.landed(landed)
+                    }
+                    Posted::Queued(_) => {
+                        self.waiting.push(made.expect("made when queued"));
+                        true
+                    }
+                }
             }
         }
     }
 
     /// Starts the actions of one round; false on an error.
-    fn start(&mut self, rt: &Runtime, dup: MPI_Comm, round: Vec<Action>) -> bool {
+    fn start(&mut self, dup: MPI_Comm, round: Vec<Action>) -> bool {
         let mut drained = false;
         for action in round {
             let ok = match action {
@@ -462,7 +484,7 @@ impl Schedule {
                         Err(err) => self.fail(err),
                     }
                 }
-                Action::Recv(data, peer) => self.receive(rt, dup, data, peer, &mut drained),
+                Action::Recv(data, peer) => self.receive(dup, data, peer, &mut drained),
                 Action::Reduce {
                     input,
                     inout,
@@ -491,9 +513,15 @@ impl Schedule {
 
 /// Copies `src` into `dst` (same type signature): a `memcpy` when both are contiguous, else
 /// through MPI's pack format.
-unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> Result<(), Code> {
+///
+/// # Safety
+/// Both describe valid, non-overlapping buffers.
+unsafe fn copy(src: Place, dst: Place, bytes: Option<i64>) -> Result<(), Code> {
     if let Some(bytes) = bytes {
-        std::ptr::copy_nonoverlapping(src.ptr as *const u8, dst.ptr as *mut u8, bytes as usize);
+        // SAFETY: as the caller promises.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.ptr as *const u8, dst.ptr as *mut u8, bytes as usize)
+        };
         return Ok(());
     }
     let comm = abi().comm_self;
@@ -504,15 +532,18 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> Result<(), Code> {
         } else {
             type_bytes(&dst) as c_int
         };
-        return mpi::pack(
-            src.ptr,
-            src.count,
-            src.dtype,
-            dst.ptr,
-            room,
-            &mut position,
-            comm,
-        );
+        // SAFETY: as the caller promises.
+        return unsafe {
+            mpi::pack(
+                src.ptr,
+                src.count,
+                src.dtype,
+                dst.ptr,
+                room,
+                &mut position,
+                comm,
+            )
+        };
     }
     if src.dtype == abi().packed || is_contiguous(src.dtype) {
         let len = if src.dtype == abi().packed {
@@ -520,35 +551,41 @@ unsafe fn copy(src: Data, dst: Data, bytes: Option<i64>) -> Result<(), Code> {
         } else {
             type_bytes(&src) as c_int
         };
-        return mpi::unpack(
+        // SAFETY: as the caller promises.
+        return unsafe {
+            mpi::unpack(
+                src.ptr,
+                len,
+                &mut position,
+                dst.ptr,
+                dst.count,
+                dst.dtype,
+                comm,
+            )
+        };
+    }
+    let len = type_bytes(&src) as usize;
+    let mut packed = vec![0u8; len.max(1)];
+    // SAFETY: as the caller promises; `packed` holds the packed data.
+    unsafe {
+        mpi::pack(
             src.ptr,
-            len,
+            src.count,
+            src.dtype,
+            packed.as_mut_ptr().cast(),
+            len as c_int,
+            &mut position,
+            comm,
+        )?;
+        position = 0;
+        mpi::unpack(
+            packed.as_ptr().cast(),
+            len as c_int,
             &mut position,
             dst.ptr,
             dst.count,
             dst.dtype,
             comm,
-        );
+        )
     }
-    let len = type_bytes(&src) as usize;
-    let mut packed = vec![0u8; len.max(1)];
-    mpi::pack(
-        src.ptr,
-        src.count,
-        src.dtype,
-        packed.as_mut_ptr().cast(),
-        len as c_int,
-        &mut position,
-        comm,
-    )?;
-    position = 0;
-    mpi::unpack(
-        packed.as_ptr().cast(),
-        len as c_int,
-        &mut position,
-        dst.ptr,
-        dst.count,
-        dst.dtype,
-        comm,
-    )
 }

@@ -2,9 +2,8 @@
 
 use crate::coll::COLLECTIVES;
 use crate::config::Config;
-use crate::ffi::*;
-use crate::mpi::{self, abi};
-use crate::runtime::{install, installed, report, runtime, take_for_finalize, Client};
+use crate::mpi::{self, abi, next, BUILT_FOR};
+use crate::runtime::{for_finalize, install, installed, report, runtime, Client};
 use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
 
@@ -18,10 +17,8 @@ fn check_mpi_matches() -> Result<(), String> {
     } else {
         "MPIR_Err_create_code"
     };
-    let symbol = std::ffi::CString::new(foreign).unwrap();
-    // SAFETY: dlsym with a valid C string.
-    let present = unsafe { !libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()).is_null() };
-    if present {
+    let symbol = std::ffi::CString::new(foreign).expect("no NUL");
+    if mpi::symbol(&symbol).is_some() {
         let other = if cfg!(mpich) {
             "Open MPI beside this build: \
              `MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi cargo build --release`"
@@ -63,7 +60,7 @@ fn stop_before_init(message: &str) -> ! {
 
 /// Runs the MPI's own initialisation (`start`) with the shim around it: the configuration is
 /// read first and the runtime installed after.
-pub unsafe fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
+pub fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
     if let Err(message) = check_mpi_matches() {
         stop_before_init(&message);
     }
@@ -94,8 +91,7 @@ pub fn started(config: Result<Config, String>) {
                 }
             }
             mpi::barrier_world();
-            // SAFETY: plain call; nothing of the shim's is pending.
-            unsafe { PMPI_Finalize() };
+            mpi::finalize();
             std::process::exit(1);
         }
     };
@@ -122,24 +118,35 @@ pub fn started(config: Result<Config, String>) {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    init_shim(|| PMPI_Init(argc, argv))
+/// `MPI_Init`.
+///
+/// # Safety
+/// The caller's arguments, as MPI requires them.
+pub unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    // SAFETY: as the caller promises.
+    init_shim(|| unsafe { next::MPI_Init(argc, argv) })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Init_thread(
+/// `MPI_Init_thread`.
+///
+/// # Safety
+/// The caller's arguments, as MPI requires them.
+pub unsafe fn init_thread(
     argc: *mut c_int,
     argv: *mut *mut *mut c_char,
     required: c_int,
     provided: *mut c_int,
 ) -> c_int {
-    init_shim(|| PMPI_Init_thread(argc, argv, required, provided))
+    // SAFETY: as the caller promises.
+    init_shim(|| unsafe { next::MPI_Init_thread(argc, argv, required, provided) })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    if let Some(rt) = take_for_finalize() {
+/// `MPI_Finalize`: the report and the traces, then MPI's own.
+///
+/// # Safety
+/// Called as `MPI_Finalize` is.
+pub unsafe fn finalize() -> c_int {
+    if let Some(rt) = for_finalize() {
         let report = rt.totals().report(rt);
         if let Some(path) = &rt.config.report {
             if let Err(e) = report::append(path, &report) {
@@ -159,7 +166,8 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
             crate::say(&line);
         }
     }
-    PMPI_Finalize()
+    // SAFETY: as the caller promises.
+    unsafe { next::MPI_Finalize() }
 }
 
 /// The engine in use, for programs linked with `-lmatchshim` (see include/matchshim.h).

@@ -1,9 +1,10 @@
-//! The exported `MPI_*` entry points: decode arguments and hand over to the runtime. Before
-//! `MPI_Init`, after `MPI_Finalize` and when re-entered from an MPI callback they pass straight
-//! to `PMPI_*`. A call with an invalid argument also goes to `PMPI_*` as it is: MPI reports it,
+//! The exported `MPI_*` entry points, generated from `calls.list`, and the handlers they call:
+//! arguments in, typed calls on the runtime out. Before `MPI_Init`, after `MPI_Finalize` and
+//! when re-entered from an MPI callback an entry point passes the call straight to MPI
+//! (`mpi::next`). A call with an invalid argument also goes to MPI as it is: MPI reports it,
 //! naming the call and the value, through the communicator's error handler, as it would
-//! without the shim. Calls that need no matching (nonblocking and persistent sends, `Mrecv`,
-//! `Imrecv`, `Bsend`, `Test_cancelled`) are not intercepted: MPI serves them directly.
+//! without the shim. Calls not in the list (nonblocking and persistent sends, `Mrecv`,
+//! `Imrecv`, `Bsend`, `Test_cancelled`, ...) are not exported: MPI serves them directly.
 
 mod coll;
 mod comms;
@@ -11,10 +12,31 @@ mod fortran;
 mod init;
 mod p2p;
 mod requests;
-use crate::ffi::MPI_Request;
-use crate::mpi::{self, abi, Code};
+
+use crate::mpi::{self, abi, Code, MPI_Request};
 use crate::runtime::{inside, Error, Runtime};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The entry points (`entry_points.rs`, written by build.rs from `calls.list`).
+#[allow(unused_unsafe)]
+mod entry {
+    use super::{coll, comms, fortran, init, p2p, requests};
+    use crate::intercept::guarded;
+    use crate::mpi::{
+        abi, next, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+        MPI_Request, MPI_Status,
+    };
+    use crate::runtime::p2p::plainly_delegated;
+    use crate::runtime::{runtime, serial_runtime, Error, Runtime};
+    use matchshim_core::protocol::PlainCall;
+    #[allow(unused_imports)]
+    use std::os::raw::{c_char, c_int, c_void};
+
+    #[cfg(large_count)]
+    use crate::mpi::MPI_Count;
+
+    include!(concat!(env!("OUT_DIR"), "/entry_points.rs"));
+}
 
 /// Runs the shim's side of call `name`; a panic becomes an MPI abort instead of crossing into C.
 #[inline]
@@ -50,50 +72,6 @@ pub(crate) fn nonblocking_then_wait(
     Ok(rt.wait_real(&mut request).1)
 }
 
-/// Defines an exported `MPI_*` function that passes to `$pmpi` unless the runtime is active.
-/// The body gives a `Result<c_int, Error>`; `Error::Invalid` passes the call to `$pmpi`. A
-/// `plain` condition, when true, also sends the call to `$pmpi` as it is, without the shim's
-/// bookkeeping for a call in progress (it holds no lock and runs no callback).
-macro_rules! intercept {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) via $pmpi:ident, |$rt:ident| $body:expr) => {
-        intercept!($(#[$meta])* fn $name($($arg: $ty),*) via $pmpi, plain |_rt| false, |$rt| $body);
-    };
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) via $pmpi:ident,
-     plain |$prt:ident| $plain:expr, |$rt:ident| $body:expr) => {
-        $(#[$meta])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::os::raw::c_int {
-            // Out of line, so the plain path saves no registers for it. MPI's argument lists
-            // are MPI's.
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn shim_side(
-                $($arg: $ty,)*
-                rt: &'static $crate::runtime::Runtime,
-            ) -> std::os::raw::c_int {
-                match $crate::intercept::guarded(stringify!($name), rt, |$rt| $body) {
-                    Ok(code) | Err($crate::runtime::Error::Raised(code)) => code,
-                    Err($crate::runtime::Error::Invalid) => $crate::ffi::$pmpi($($arg),*),
-                }
-            }
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn checked($($arg: $ty),*) -> std::os::raw::c_int {
-                let Some(rt) = $crate::runtime::runtime() else {
-                    return $crate::ffi::$pmpi($($arg),*);
-                };
-                let $prt = rt;
-                if $plain {
-                    return $crate::ffi::$pmpi($($arg),*);
-                }
-                shim_side($($arg,)* rt)
-            }
-            // The plain path below MPI_THREAD_MULTIPLE needs no call before MPI's own.
-            match $crate::runtime::serial_runtime() {
-                Some($prt) if $plain => $crate::ffi::$pmpi($($arg),*),
-                _ => checked($($arg),*),
-            }
-        }
-    };
-}
-pub(crate) use intercept;
+/// A call's nonblocking form through MPI, on the communicator it is given.
+pub(crate) trait Native: FnOnce(mpi::MPI_Comm, *mut MPI_Request) -> Code {}
+impl<F: FnOnce(mpi::MPI_Comm, *mut MPI_Request) -> Code> Native for F {}

@@ -1,67 +1,155 @@
-//! Completion and request calls. One that touches none of the shim's requests, while nothing
-//! waits for the shim's progress, goes to MPI as it is; with statuses only where MPI fills them
-//! as the standard says (single-completion calls), since MPICH writes `MPI_ERROR` in the
-//! statuses of the others.
+//! Completion and request handlers. A call that touches none of the shim's requests, while
+//! nothing waits for the shim's progress, goes to MPI as it is (its `plain` test in
+//! `calls.list`; `Testany` only with its status ignored: the shim writes the empty status MPI
+//! defines where MPICH's `Testany` does not).
 
-use super::intercept;
-use crate::ffi::*;
-use crate::mpi::abi;
+use crate::mpi::{abi, Code, MPI_Request, MPI_Status};
+use crate::runtime::complete::{self, How};
+use crate::runtime::p2p;
+use crate::runtime::{Error, Runtime};
 use std::os::raw::c_int;
 
-intercept!(fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) via PMPI_Wait,
-    plain |rt| rt.plainly_completed(*request), |rt| rt.wait(request, status));
+type Result = std::result::Result<Code, Error>;
 
-intercept!(fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
-    via PMPI_Test, plain |rt| rt.plainly_completed(*request), |rt| rt.test(request, flag, status));
+pub unsafe fn wait(
+    rt: &'static Runtime,
+    request: *mut MPI_Request,
+    status: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::wait(rt, request, status) }
+}
 
-intercept!(fn MPI_Waitall(count: c_int, requests: *mut MPI_Request, statuses: *mut MPI_Status)
-    via PMPI_Waitall, plain |rt| statuses == abi().statuses_ignore && rt.plainly_completed_all(count, requests),
-    |rt| rt.all(count, requests, std::ptr::null_mut(), statuses, true));
+pub unsafe fn test(
+    rt: &'static Runtime,
+    request: *mut MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::test(rt, request, flag, status) }
+}
 
-intercept!(fn MPI_Testall(count: c_int, requests: *mut MPI_Request, flag: *mut c_int,
-        statuses: *mut MPI_Status)
-    via PMPI_Testall, plain |rt| statuses == abi().statuses_ignore && rt.plainly_completed_all(count, requests),
-    |rt| rt.all(count, requests, flag, statuses, false));
+pub unsafe fn waitall(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        complete::all(
+            rt,
+            count,
+            requests,
+            std::ptr::null_mut(),
+            statuses,
+            How::Wait,
+        )
+    }
+}
 
-intercept!(fn MPI_Waitany(count: c_int, requests: *mut MPI_Request, index: *mut c_int,
-        status: *mut MPI_Status)
-    via PMPI_Waitany, plain |rt| status == abi().status_ignore && rt.plainly_completed_all(count, requests),
-    |rt| rt.any(count, requests, index, std::ptr::null_mut(), status, true));
+pub unsafe fn testall(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::all(rt, count, requests, flag, statuses, How::Test) }
+}
 
-intercept!(fn MPI_Testany(count: c_int, requests: *mut MPI_Request, index: *mut c_int,
-        flag: *mut c_int, status: *mut MPI_Status)
-    via PMPI_Testany, plain |rt| status == abi().status_ignore && rt.plainly_completed_all(count, requests),
-    |rt| rt.any(count, requests, index, flag, status, false));
+pub unsafe fn waitany(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        complete::any(
+            rt,
+            count,
+            requests,
+            index,
+            std::ptr::null_mut(),
+            status,
+            How::Wait,
+        )
+    }
+}
 
-intercept!(fn MPI_Waitsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
-        indices: *mut c_int, statuses: *mut MPI_Status)
-    via PMPI_Waitsome, plain |rt| statuses == abi().statuses_ignore && rt.plainly_completed_all(incount, requests),
-    |rt| rt.some(incount, requests, outcount, indices, statuses, true));
+pub unsafe fn testany(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::any(rt, count, requests, index, flag, status, How::Test) }
+}
 
-intercept!(fn MPI_Testsome(incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int,
-        indices: *mut c_int, statuses: *mut MPI_Status)
-    via PMPI_Testsome, plain |rt| statuses == abi().statuses_ignore && rt.plainly_completed_all(incount, requests),
-    |rt| rt.some(incount, requests, outcount, indices, statuses, false));
+pub unsafe fn waitsome(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::some(rt, count, requests, outcount, indices, statuses, How::Wait) }
+}
 
-intercept!(fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int,
-        status: *mut MPI_Status)
-    via PMPI_Request_get_status, |rt| rt.request_get_status(request, flag, status));
+pub unsafe fn testsome(
+    rt: &'static Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::some(rt, count, requests, outcount, indices, statuses, How::Test) }
+}
 
-intercept!(fn MPI_Request_free(request: *mut MPI_Request) via PMPI_Request_free,
-    |rt| rt.request_free(request));
+pub unsafe fn request_get_status(
+    rt: &'static Runtime,
+    request: MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result {
+    // SAFETY: the caller's arguments.
+    unsafe { complete::request_get_status(rt, request, flag, status) }
+}
 
-intercept!(fn MPI_Cancel(request: *mut MPI_Request) via PMPI_Cancel,
-    |rt| rt.cancel_request(request));
+pub unsafe fn request_free(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
+    // SAFETY: the caller's request.
+    unsafe { complete::request_free(rt, request) }
+}
 
-intercept!(fn MPI_Start(request: *mut MPI_Request) via PMPI_Start, |rt| rt.start(request));
+pub unsafe fn cancel(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
+    // SAFETY: the caller's request.
+    unsafe { complete::cancel_request(rt, request) }
+}
 
-intercept!(fn MPI_Startall(count: c_int, requests: *mut MPI_Request) via PMPI_Startall, |rt| {
+pub unsafe fn start(rt: &'static Runtime, request: *mut MPI_Request) -> Result {
+    // SAFETY: the caller's request.
+    unsafe { p2p::start(rt, request) }
+}
+
+pub unsafe fn startall(rt: &'static Runtime, count: c_int, requests: *mut MPI_Request) -> Result {
     let mut first = Ok(abi().success);
     for i in 0..count.max(0) as usize {
-        let started = rt.start(requests.add(i));
+        // SAFETY: the caller's `count` requests.
+        let started = unsafe { p2p::start(rt, requests.add(i)) };
         if first == Ok(abi().success) {
             first = started;
         }
     }
     first
-});
+}

@@ -1,40 +1,103 @@
-//! Per-communicator matching state: the engine, the messages pulled out of MPI, and the
-//! receives waiting for them.
+//! One communicator as the shim runs it: the protocol's policy and queues
+//! (`matchshim_core::protocol`) executed on MPI. This is where a receive-side call learns
+//! where it goes ([`Comm::route`]), where messages come out of MPI into the engine (the
+//! [`Inbox`] over `MPI_Improbe`), where a match on arrival is received, and where waiting
+//! receives go back to MPI.
 
-use super::recv::{Delivery, Receive, RecvOp, RecvState, Taken};
-use super::takeover::{Mode, Order, Signals, Takeover};
-use super::Runtime;
-use crate::config::{Config, Takeover as Policy};
-use crate::ffi::{MPI_Comm, MPI_Message, MPI_Request, MPI_Status};
+use super::completion::Completion;
+use super::receive::{Buffer, Delivery, Landed, Message, Stage};
 use crate::matching::{
-    build_engine, Assertions, Class, EngineKind, EngineParams, EngineStats, Envelope, ListEngine,
-    MatchEngine, MsgId, Pattern, RecvId,
+    build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
 };
-use crate::mpi::{self, abi};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
-use parking_lot::Mutex;
-use slab::Slab;
+use matchshim_core::clock::Clock;
+use matchshim_core::protocol::coll::TagLayout;
+use matchshim_core::protocol::{Call, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover};
+use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// A second MPI communicator whose messages are drained into the same engine, each classified
-/// by its tag (the private duplicate that carries collective traffic). Drained only while it
+/// What every communicator of the process shares: the settings, the clock, and the count of
+/// receives anywhere that need the shim's progress to complete.
+pub struct Process {
+    pub policy: Policy,
+    pub depth: u32,
+    pub engine: EngineKind,
+    pub params: EngineParams,
+    /// `MPI_THREAD_MULTIPLE`: MPI calls may run concurrently.
+    pub multiple: bool,
+    pub clock: Clock,
+    /// MPI's cost of a receive that finds its message at once (see `Takeover::new`).
+    pub found_floor: u64,
+    /// Receives anywhere that need the shim's progress to complete.
+    pending: AtomicUsize,
+    /// Communicators that have had such receives.
+    listed: Mutex<Vec<&'static Comm>>,
+}
+
+impl Process {
+    pub fn new(
+        config: &crate::config::Config,
+        multiple: bool,
+        clock: Clock,
+        found_floor: u64,
+    ) -> Process {
+        Process {
+            policy: config.takeover,
+            depth: config.takeover_depth,
+            engine: config.engine,
+            params: config.params,
+            multiple,
+            clock,
+            found_floor,
+            pending: AtomicUsize::new(0),
+            listed: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// How many receives in the process need the shim's progress.
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// The communicators with receives waiting for progress, but `skip`; a freed one drops out
+    /// of the list once MPI finished its receives.
+    pub fn with_pending(&self, skip: Option<&'static Comm>, out: &mut Vec<&'static Comm>) {
+        let mut listed = self.listed.lock();
+        listed.retain(|c| {
+            let keep = !c.is_freed() || c.pending.load(Ordering::Acquire) > 0;
+            if !keep {
+                c.listed.store(false, Ordering::Release);
+            }
+            keep
+        });
+        out.extend(
+            listed
+                .iter()
+                .filter(|c| c.pending.load(Ordering::Acquire) > 0)
+                .filter(|c| skip.is_none_or(|f| !std::ptr::eq(**c, f)))
+                .copied(),
+        );
+    }
+}
+
+/// A second MPI communicator whose messages are drained into the same engine, classified by
+/// their tags (the private duplicate that carries collective traffic). Drained only while it
 /// has users, since its messages wait in MPI until a user wants them.
 pub struct Side {
     pub handle: MPI_Comm,
-    classify: Box<dyn Fn(c_int) -> Class + Send + Sync>,
+    tags: TagLayout,
     users: AtomicUsize,
 }
 
 impl Side {
-    pub fn new(
-        handle: MPI_Comm,
-        classify: impl Fn(c_int) -> Class + Send + Sync + 'static,
-    ) -> Side {
+    pub fn new(handle: MPI_Comm, tags: TagLayout) -> Side {
         Side {
             handle,
-            classify: Box::new(classify),
+            tags,
             users: AtomicUsize::new(0),
         }
     }
@@ -54,9 +117,10 @@ impl Side {
 
 // SAFETY: MPI handles are plain values.
 unsafe impl Send for Side {}
+// SAFETY: as above.
 unsafe impl Sync for Side {}
 
-/// Which MPI communicator an element travels on.
+/// Which MPI communicator a receive travels on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Channel {
     /// The user's.
@@ -64,97 +128,73 @@ pub enum Channel {
     Side,
 }
 
-/// A message the shim pulled out of MPI that no receive wanted yet.
-pub struct Arrived {
-    pub message: MPI_Message,
-    pub status: MPI_Status,
-    seq: u64,
+/// Who receives the bytes of a message matched to a waiting receive.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ReceivedBy {
+    /// The receive's caller, which polls for its match (`MPI_Recv`, a collective's receive).
+    Caller,
+    /// Progress, at once (`MPI_Irecv`, a start of a persistent receive): counted among the
+    /// receives that need progress until it completes.
+    Progress,
 }
 
-/// How far a blocking waiter got.
-pub enum Matched {
-    Waiting,
-    /// The shim matched this message to it; the waiter receives it.
-    Message(MPI_Message, MPI_Status),
-    /// It was handed to MPI, which matches it and completes this request.
-    Request(MPI_Request),
-    /// It can no longer complete: MPI refused it, or its communicator went away unseen.
-    Failed(c_int),
+/// A receive the shim queued, for its whole life.
+pub struct Recv {
+    pub comm: &'static Comm,
+    pub buffer: Buffer,
+    /// The user's source and tag, as MPI values.
+    pub source: c_int,
+    pub tag: c_int,
+    pub channel: Channel,
+    pub received_by: ReceivedBy,
+    stage: Mutex<Stage>,
+    pub done: Completion,
 }
 
-enum Waits {
-    /// A caller that polls for its match: `MPI_Recv`, or a collective's receive.
-    Blocking(Matched),
-    /// `MPI_Irecv` and starts of persistent receives: progress completes the op.
-    Op(Arc<RecvOp>),
-}
-
-/// A receive in the posted-receive queue, with what it takes to hand it to MPI.
-pub struct Waiter {
-    seq: u64,
-    receive: Receive,
-    source: c_int,
-    tag: c_int,
-    channel: Channel,
-    waits: Waits,
-}
-
-impl Waiter {
-    fn is_waiting(&self) -> bool {
-        matches!(self.waits, Waits::Op(_) | Waits::Blocking(Matched::Waiting))
-    }
-
-    /// A blocking receive of `receive` from `source` with `tag` (MPI values) on `channel`.
-    pub fn blocking(receive: Receive, source: c_int, tag: c_int, channel: Channel) -> Waiter {
-        Waiter {
-            seq: 0,
-            receive,
+impl Recv {
+    pub fn new(
+        comm: &'static Comm,
+        buffer: Buffer,
+        (source, tag): (c_int, c_int),
+        channel: Channel,
+        received_by: ReceivedBy,
+        stage: Stage,
+    ) -> Arc<Recv> {
+        Arc::new(Recv {
+            comm,
+            buffer,
             source,
             tag,
             channel,
-            waits: Waits::Blocking(Matched::Waiting),
-        }
+            received_by,
+            stage: Mutex::new(stage),
+            done: Completion::default(),
+        })
+    }
+
+    pub fn stage(&self) -> Stage {
+        *self.stage.lock()
+    }
+
+    pub fn set_stage(&self, stage: Stage) {
+        *self.stage.lock() = stage;
+    }
+
+    /// Records the outcome; the receive is done.
+    pub fn finish(&self, status: MPI_Status, err: Code) {
+        self.set_stage(Stage::Done);
+        self.done.finish(status, err);
     }
 }
 
-/// What posting a receive found.
-pub enum Posted {
-    /// An unexpected message matched at once.
-    Found(Arrived),
-    /// The receive waits in the posted-receive queue under this key.
-    Queued(usize),
+/// What the communicator's lock guards: the protocol's queues and the receives progress
+/// completes whose request MPI holds (stage `InMpi`): messages the shim matched
+/// (`receiving`), and receives handed to MPI to match (`handed`).
+pub struct Locked {
+    queues: Queues<Message, Arc<Recv>>,
+    receiving: Vec<Arc<Recv>>,
+    handed: Vec<Arc<Recv>>,
 }
-
-pub struct Queues {
-    engine: Box<dyn MatchEngine>,
-    /// What the engine was built for; `rebuild`: the communicator's assertions changed since,
-    /// and the engine is rebuilt when it next holds nothing.
-    params: EngineParams,
-    rebuild: bool,
-    /// Counters of the engines replaced so far.
-    replaced: EngineStats,
-    arrived: Slab<Arrived>,
-    posted: Slab<Waiter>,
-    /// Receives whose request MPI completes (see `RecvState::Receiving`).
-    receiving: Vec<Arc<RecvOp>>,
-    /// Clock ticks spent inside the engine: point-to-point, collective.
-    pub match_ticks: [u64; 2],
-    posted_order: Order,
-    arrived_order: Order,
-    signals: Signals,
-    /// The messages of the drain under way, each already in `arrived` under its id, and what
-    /// the engine matched them to (kept between drains so that a drain allocates nothing).
-    burst: Vec<(Envelope, MsgId)>,
-    burst_matched: Vec<Option<RecvId>>,
-    bursts: Bursts,
-}
-
-/// A drain hands its messages to the engine at least this often: the MPI message handles it
-/// holds stay bounded while a sender keeps the queue full.
-const MAX_BURST: usize = 1 << 16;
-
-// SAFETY: handles are plain values; the queues are used under their communicator's lock.
-unsafe impl Send for Queues {}
 
 pub struct Comm {
     /// Never reused, unlike MPI's handles.
@@ -164,30 +204,24 @@ pub struct Comm {
     pub size: c_int,
     pub rank: c_int,
     pub inter: bool,
-    pub queues: Mutex<Queues>,
-    /// Receives of this communicator that need the shim's progress to complete.
-    pub pending: AtomicUsize,
-    pub listed: AtomicBool,
-    pub side: OnceLock<Side>,
     pub takeover: Takeover,
+    locked: Mutex<Locked>,
+    /// Receives of this communicator that need the shim's progress to complete.
+    pending: AtomicUsize,
+    listed: AtomicBool,
+    pub side: OnceLock<Side>,
     /// The user is freeing it: its waiting receives went to MPI, which matches for it.
     released: AtomicBool,
     /// MPI freed it: its handle is gone.
     freed: AtomicBool,
+    pub process: &'static Process,
 }
 
-// SAFETY: MPI handles are plain values; MPI calls on them are serialised by `queues` or allowed
-// concurrently by the thread level.
+// SAFETY: MPI handles are plain values; MPI calls on them are serialised by `locked` or
+// allowed concurrently by the thread level.
 unsafe impl Send for Comm {}
+// SAFETY: as above.
 unsafe impl Sync for Comm {}
-
-pub fn point_to_point(source: c_int, tag: c_int) -> Pattern {
-    Pattern {
-        source,
-        tag,
-        class: Class::PointToPoint,
-    }
-}
 
 /// The engine of `kind` for a communicator with `params`, recording its calls under
 /// `MATCHSHIM_TRACE`.
@@ -195,19 +229,225 @@ fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
     matchshim_core::trace::recorded(build_engine(kind, params), params)
 }
 
+/// Who routes a receive: the user's calls move the takeover policy, a collective schedule's
+/// receives follow the mode as it is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    User,
+    Schedule,
+}
+
+/// Where a receive-side call goes.
+pub enum Route<'a> {
+    /// To MPI; `timed`: its time inside MPI is a sample for the takeover policy. While the
+    /// permit is held the communicator cannot be taken over (at `MPI_THREAD_MULTIPLE`).
+    Mpi { timed: bool, permit: Permit<'a> },
+    /// Through the shim's queues, held locked.
+    Shim(Shim<'a>),
+}
+
+/// A receive on its way into MPI (see [`Takeover::enter_mpi`]).
+pub struct Permit<'a> {
+    comm: &'a Comm,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.comm.takeover.leave_mpi(self.comm.process.multiple);
+    }
+}
+
+impl Permit<'_> {
+    /// Runs `call` (a receive or probe going to MPI under this permit), timed when `timed`:
+    /// a sample for the takeover policy, which takes over when the samples say MPI searched
+    /// deep. `found` tells from the result whether MPI found the message at once.
+    #[inline]
+    pub fn run<T>(
+        self,
+        timed: bool,
+        call: impl FnOnce() -> Result<T, Code>,
+        found: impl FnOnce(&T) -> bool,
+    ) -> Result<T, Code> {
+        if timed {
+            self.timed(call, found)
+        } else {
+            call()
+        }
+    }
+
+    #[inline(never)]
+    fn timed<T>(
+        self,
+        call: impl FnOnce() -> Result<T, Code>,
+        found: impl FnOnce(&T) -> bool,
+    ) -> Result<T, Code> {
+        let comm = self.comm;
+        let clock = &comm.process.clock;
+        let start = clock.ticks();
+        let result = call();
+        let ticks = clock.ticks() - start;
+        // The call is in MPI now; the switch to takeover waits for every permit, this one too.
+        drop(self);
+        if let Ok(value) = &result {
+            if comm
+                .takeover
+                .timed(ticks, clock.ticks_per_ns(), || found(value))
+            {
+                comm.take_over(&mut comm.locked.lock());
+            }
+        }
+        result
+    }
+}
+
+/// When a posting asks MPI for the messages it holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// Around the posting, as `Queues::post_drained` does (a user's receive).
+    Around,
+    /// Not: the caller drained already (a schedule, once per round).
+    Done,
+}
+
+/// The communicator's queues, held locked: the calls that go through the shim.
+pub struct Shim<'a> {
+    comm: &'static Comm,
+    locked: MutexGuard<'a, Locked>,
+}
+
+/// The messages MPI holds for a communicator, out through wildcard matched probes: the user's
+/// communicator (unless MPI freed it), then the private duplicate while it has users.
+struct MpiInbox<'a> {
+    comm: &'static Comm,
+    receiving: &'a mut Vec<Arc<Recv>>,
+    channel: Channel,
+}
+
+impl Inbox<Message, Arc<Recv>> for MpiInbox<'_> {
+    fn next(&mut self) -> Option<(Envelope, Message)> {
+        loop {
+            let handle = match self.channel {
+                Channel::Main if self.comm.is_freed() => None,
+                Channel::Main => Some(self.comm.handle),
+                Channel::Side => self
+                    .comm
+                    .side
+                    .get()
+                    .filter(|s| s.in_use())
+                    .map(|s| s.handle),
+            };
+            if let Some((handle, status)) = handle.and_then(mpi::improbe_any) {
+                let class = match self.channel {
+                    Channel::Main => crate::matching::Class::PointToPoint,
+                    Channel::Side => self
+                        .comm
+                        .side
+                        .get()
+                        .expect("drained")
+                        .tags
+                        .class_of(status.MPI_TAG),
+                };
+                let env = Envelope {
+                    source: status.MPI_SOURCE,
+                    tag: status.MPI_TAG,
+                    class,
+                };
+                return Some((env, Message { handle, status }));
+            }
+            match self.channel {
+                Channel::Main => self.channel = Channel::Side,
+                Channel::Side => return None,
+            }
+        }
+    }
+
+    fn matched(&mut self, recv: Arc<Recv>, message: Message) {
+        match recv.received_by {
+            ReceivedBy::Caller => recv.set_stage(Stage::Matched(message)),
+            ReceivedBy::Progress => self.comm.land_now(recv, message, self.receiving),
+        }
+    }
+}
+
+impl Locked {
+    fn inbox(&mut self, comm: &'static Comm) -> (&mut Queues<Message, Arc<Recv>>, MpiInbox<'_>) {
+        let Locked {
+            queues, receiving, ..
+        } = self;
+        let inbox = MpiInbox {
+            comm,
+            receiving,
+            channel: Channel::Main,
+        };
+        (queues, inbox)
+    }
+
+    /// Pulls every message MPI holds for `comm` into the engine.
+    fn drain(&mut self, comm: &'static Comm) {
+        let (queues, mut inbox) = self.inbox(comm);
+        queues.drain(&mut inbox);
+    }
+}
+
+impl Shim<'_> {
+    /// Pulls every message MPI holds for the communicator into the engine.
+    pub fn drain(&mut self) {
+        self.locked.drain(self.comm);
+    }
+
+    /// Posts a receive that `make` builds of its key if it must wait, MPI asked for what it
+    /// holds as `drain` says.
+    pub fn post(
+        &mut self,
+        want: Pattern,
+        drain: Drain,
+        make: impl FnOnce(Key) -> Arc<Recv>,
+    ) -> Posted<Message> {
+        let comm = self.comm;
+        let mut progress = false;
+        let make = |key| {
+            let recv = make(key);
+            progress = recv.received_by == ReceivedBy::Progress;
+            recv
+        };
+        let (queues, mut inbox) = self.locked.inbox(comm);
+        let posted = match drain {
+            Drain::Around => queues.post_drained(&mut inbox, want, make),
+            Drain::Done => queues.post(want, make),
+        };
+        if progress {
+            comm.add_pending(1);
+        }
+        posted
+    }
+
+    /// The earliest matching unexpected message, after a drain; [`Probe::Remove`] removes it.
+    pub fn probe(&mut self, want: Pattern, probe: Probe) -> Option<Message> {
+        self.drain();
+        self.locked.queues.probe(want, probe)
+    }
+
+    /// Receives `message`, found for `recv` (a start of a persistent receive) as it was
+    /// posted.
+    pub fn land_now(&mut self, recv: Arc<Recv>, message: Message) {
+        self.comm.add_pending(1);
+        self.comm
+            .land_now(recv, message, &mut self.locked.receiving);
+    }
+}
+
 impl Comm {
     pub fn new(
         id: u64,
         handle: MPI_Comm,
         (size, rank, inter): (c_int, c_int, bool),
-        config: &Config,
+        process: &'static Process,
         now_ns: u64,
-        found_floor: u64,
     ) -> Comm {
         let params = EngineParams {
             comm_size: size.max(0) as usize,
             assertions: mpi::comm_assertions(handle),
-            ..config.params
+            ..process.params
         };
         Comm {
             id,
@@ -215,29 +455,27 @@ impl Comm {
             size,
             rank,
             inter,
-            queues: Mutex::new(Queues {
-                engine: engine_for(config.engine, &params),
-                params,
-                rebuild: false,
-                replaced: EngineStats::default(),
-                arrived: Slab::new(),
-                posted: Slab::new(),
+            takeover: Takeover::new(process.policy, process.depth, now_ns, process.found_floor),
+            locked: Mutex::new(Locked {
+                queues: Queues::new(process.engine, params, engine_for, Some(&process.clock)),
                 receiving: Vec::new(),
-                match_ticks: [0; 2],
-                posted_order: Order::default(),
-                arrived_order: Order::default(),
-                signals: Signals::default(),
-                burst: Vec::new(),
-                burst_matched: Vec::new(),
-                bursts: Bursts::default(),
+                handed: Vec::new(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
             side: OnceLock::new(),
-            takeover: Takeover::new(config.takeover, config.takeover_depth, now_ns, found_floor),
             released: AtomicBool::new(false),
             freed: AtomicBool::new(false),
+            process,
         }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.process.clock.elapsed_ns()
+    }
+
+    pub fn is_freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
     }
 
     fn channel(&self, channel: Channel) -> MPI_Comm {
@@ -247,452 +485,238 @@ impl Comm {
         }
     }
 
-    pub fn is_freed(&self) -> bool {
-        self.freed.load(Ordering::Acquire)
+    fn add_pending(&'static self, delta: isize) {
+        let process = self.process;
+        if delta > 0 {
+            process.pending.fetch_add(delta as usize, Ordering::AcqRel);
+            self.pending.fetch_add(delta as usize, Ordering::AcqRel);
+            if !self.listed.swap(true, Ordering::AcqRel) {
+                process.listed.lock().push(self);
+            }
+        } else {
+            process
+                .pending
+                .fetch_sub((-delta) as usize, Ordering::AcqRel);
+            self.pending.fetch_sub((-delta) as usize, Ordering::AcqRel);
+        }
     }
 
-    /// Pulls arrivals out of MPI into the engine and finishes receives whose data landed.
-    /// Skips the work when another thread is already doing it.
-    pub fn progress(&'static self, rt: &Runtime) {
-        if let Some(mut queues) = self.queues.try_lock() {
-            queues.drain(self, rt);
-            if !queues.receiving.is_empty() {
-                queues.finish_received(self, rt);
+    /// Receives of this communicator waiting for progress.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Decides where a receive-side call goes, switching modes as the policy says when the
+    /// `User` calls.
+    #[inline]
+    pub fn route(&'static self, caller: Caller) -> Route<'static> {
+        let multiple = self.process.multiple;
+        loop {
+            if self.takeover.mode() == Mode::Delegated {
+                let call = match caller {
+                    Caller::User => self.takeover.delegated_call(self.process.policy),
+                    Caller::Schedule => Call::Delegate,
+                };
+                if call != Call::TakeOver {
+                    if !self.takeover.enter_mpi(multiple) {
+                        continue;
+                    }
+                    return Route::Mpi {
+                        timed: call == Call::DelegateTimed,
+                        permit: Permit { comm: self },
+                    };
+                }
+                let mut locked = self.locked.lock();
+                self.take_over(&mut locked);
+                return Route::Shim(Shim { comm: self, locked });
+            }
+            let mut locked = self.locked.lock();
+            if self.takeover.mode() == Mode::Delegated {
+                // Given back to MPI meanwhile.
+                continue;
+            }
+            if caller == Caller::Schedule || !self.give_back_if_due(&mut locked) {
+                return Route::Shim(Shim { comm: self, locked });
             }
         }
     }
 
-    /// Engine counters, ticks spent matching, (posted, unexpected) queued now, and the
-    /// assertions the engine follows.
-    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
-        let queues = self.queues.lock();
-        let mut stats = *queues.engine.stats();
-        stats.follow(&queues.replaced);
-        let assertions = queues.params.assertions;
-        (
-            stats,
-            queues.match_ticks,
-            queues.engine.queued(),
-            assertions,
-        )
+    /// Takes matching over from MPI.
+    fn take_over(&self, locked: &mut Locked) {
+        locked.queues.take_over();
+        self.takeover.switch(Mode::Takeover, self.now_ns());
     }
 
-    /// The bursts drained into the engine so far.
-    pub fn bursts(&self) -> Bursts {
-        self.queues.lock().bursts
+    /// Before a user's receive call on a taken-over communicator: gives matching back to MPI
+    /// when the policy says so. True if the communicator is delegated now.
+    fn give_back_if_due(&'static self, locked: &mut Locked) -> bool {
+        let due = self.takeover.give_back_due(
+            self.process.policy,
+            locked.queues.queued(),
+            locked.queues.signals(),
+        );
+        if due {
+            self.give_back(locked);
+        }
+        due
+    }
+
+    /// Hands every waiting receive to MPI, in posting order, then lets MPI match (see
+    /// `matchshim_core::protocol`, point 2).
+    fn give_back(&'static self, locked: &mut Locked) {
+        for recv in locked.queues.give_back() {
+            let posted = recv
+                .buffer
+                .post_to_mpi(recv.source, recv.tag, self.channel(recv.channel));
+            match (posted, recv.received_by) {
+                (Ok(request), ReceivedBy::Caller) => recv.set_stage(Stage::InMpi(request)),
+                (Ok(request), ReceivedBy::Progress) => {
+                    recv.set_stage(Stage::InMpi(request));
+                    locked.handed.push(recv);
+                }
+                (Err(err), received_by) => {
+                    recv.finish(mpi::zeroed_status(), err);
+                    if received_by == ReceivedBy::Progress {
+                        self.add_pending(-1);
+                    }
+                }
+            }
+        }
+        self.takeover.switch(Mode::Delegated, self.now_ns());
+    }
+
+    /// Receives a message matched to a receive that progress completes.
+    fn land_now(&'static self, recv: Arc<Recv>, message: Message, receiving: &mut Vec<Arc<Recv>>) {
+        match recv.buffer.land(message, self.handle, Delivery::Soon) {
+            Landed::Done(status, err) => {
+                recv.finish(status, err);
+                self.add_pending(-1);
+            }
+            Landed::Moving(request) => {
+                recv.set_stage(Stage::InMpi(request));
+                receiving.push(recv);
+            }
+        }
+    }
+
+    /// Pulls arrivals out of MPI into the engine (while taken over) and finishes receives
+    /// whose data landed. Skips the work when another thread is already doing it.
+    pub fn progress(&'static self) {
+        let Some(mut locked) = self.locked.try_lock() else {
+            return;
+        };
+        if self.takeover.mode() == Mode::Takeover {
+            locked.drain(self);
+        }
+        let mut finished = finish_tested(&mut locked.receiving);
+        if !locked.handed.is_empty() {
+            // A receive MPI matched may fail (truncated); MPI would raise that through the
+            // communicator or world now, but it is the error of the user's call that completes
+            // the receive, raised there.
+            let _quiet = if self.is_freed() {
+                mpi::Quiet::new(&[abi().comm_world])
+            } else {
+                mpi::Quiet::new(&[self.handle, abi().comm_world])
+            };
+            finished += finish_tested(&mut locked.handed);
+        }
+        if finished > 0 {
+            self.add_pending(-(finished as isize));
+        }
+    }
+
+    /// Cancels a receive of the shim's that has not matched yet (it completes as cancelled);
+    /// one MPI holds is cancelled by MPI.
+    pub fn cancel(&'static self, recv: &Recv) {
+        let mut locked = self.locked.lock();
+        let queued = matches!(recv.stage(), Stage::Queued(_));
+        if queued && self.takeover.mode() == Mode::Takeover {
+            // Messages that reached MPI before the cancel match first, as they would have on
+            // arrival had MPI held the receive (then it is not cancelled).
+            locked.drain(self);
+        }
+        match recv.stage() {
+            Stage::Queued(key) => {
+                if locked.queues.cancel(key).is_some() {
+                    if recv.received_by == ReceivedBy::Progress {
+                        self.add_pending(-1);
+                    }
+                    drop(locked);
+                    recv.finish(mpi::cancelled_status(), abi().success);
+                }
+            }
+            Stage::InMpi(mut request) if !queued => {
+                mpi::cancel(&mut request);
+            }
+            Stage::InMpi(_) | Stage::Matched(_) | Stage::Done => {}
+        }
     }
 
     /// The user frees the communicator (before MPI does): its waiting receives go to MPI,
     /// which completes them even after the handle is gone, and MPI matches for it from now on.
     /// Messages the shim holds that no receive wants stay unreceived, as they would in MPI.
-    pub fn release(&'static self, rt: &Runtime) {
-        let mut queues = self.queues.lock();
-        queues.drain(self, rt);
-        queues.hand_over(self, rt);
-        queues.signals.reset();
-        self.takeover.set(Mode::Delegated, rt.clock.elapsed_ns());
+    pub fn release(&'static self) {
+        let mut locked = self.locked.lock();
+        if self.takeover.mode() == Mode::Takeover {
+            locked.drain(self);
+        }
+        self.give_back(&mut locked);
         self.released.store(true, Ordering::Release);
     }
 
-    /// MPI freed the communicator.
-    pub fn forget(&'static self, rt: &Runtime) {
+    /// MPI freed the communicator. Unless the user released it first, it went from inside a
+    /// callback the shim runs: its waiting receives can no longer be handed to MPI, so they
+    /// fail instead of waiting forever.
+    pub fn forget(&'static self) {
         if !self.released.load(Ordering::Acquire) {
-            self.abandon(rt);
+            let mut locked = self.locked.lock();
+            for recv in locked.queues.abandon() {
+                recv.finish(mpi::zeroed_status(), abi().err_comm);
+                if recv.received_by == ReceivedBy::Progress {
+                    self.add_pending(-1);
+                }
+            }
         }
         self.freed.store(true, Ordering::Release);
     }
 
     /// Gives back what a freed communicator's engine and queues hold (the communicator itself
-    /// stays for the run, for the receives MPI still completes for it). Messages no receive
-    /// wanted stay unreceived, as they would in MPI.
-    pub fn empty(&self) {
-        let mut queues = self.queues.lock();
-        queues.engine = Box::new(ListEngine::new());
-        queues.arrived = Slab::new();
-        queues.posted_order = Order::default();
-        queues.arrived_order = Order::default();
+    /// stays for the run, for the receives MPI still completes for it).
+    pub fn clear(&self) {
+        self.locked.lock().queues.clear();
+    }
+
+    /// The communicator's info makes `assertions` now: its engine follows them.
+    pub fn assert(&self, assertions: Assertions) {
+        self.locked.lock().queues.assert(assertions);
+    }
+
+    /// Engine counters, ticks spent matching, (posted, unexpected) queued now, and the
+    /// assertions the engine follows.
+    pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
+        self.locked.lock().queues.stats()
+    }
+
+    /// The bursts drained into the engine so far.
+    pub fn bursts(&self) -> Bursts {
+        self.locked.lock().queues.bursts()
     }
 }
 
-impl Comm {
-    /// MPI frees the communicator without the shim having released it first (from inside a
-    /// callback the shim runs): its waiting receives can no longer be handed to MPI, so they
-    /// fail instead of waiting forever.
-    fn abandon(&'static self, rt: &Runtime) {
-        let mut queues = self.queues.lock();
-        let keys: Vec<usize> = queues.posted.iter().map(|(key, _)| key).collect();
-        for key in keys {
-            if !queues.posted[key].is_waiting() {
-                continue;
-            }
-            queues.engine.cancel(key as u64);
-            let waiter = &mut queues.posted[key];
-            if let Waits::Blocking(matched) = &mut waiter.waits {
-                *matched = Matched::Failed(abi().err_comm);
-                continue;
-            }
-            if let Waits::Op(op) = queues.posted.remove(key).waits {
-                op.finish(mpi::zeroed_status(), abi().err_comm);
-                rt.add_pending(self, -1);
-            }
-        }
-    }
-}
-
-impl Queues {
-    /// Pulls every message MPI holds for the communicator into the engine, while the shim
-    /// matches for it: matched probes until none is left, then all of them to the engine as
-    /// one burst, in the order they came out of MPI.
-    pub fn drain(&mut self, comm: &'static Comm, rt: &Runtime) {
-        if comm.takeover.mode() != Mode::Takeover {
-            return;
-        }
-        if !comm.is_freed() {
-            self.drain_channel(comm, rt, Channel::Main);
-        }
-        if comm.side.get().is_some_and(Side::in_use) {
-            self.drain_channel(comm, rt, Channel::Side);
-        }
-        self.match_burst(comm, rt);
-    }
-
-    /// Takes MPI's unexpected messages of one channel into `arrived` and the burst.
-    fn drain_channel(&mut self, comm: &'static Comm, rt: &Runtime, channel: Channel) {
-        while let Some((message, status)) = mpi::improbe_any(comm.channel(channel)) {
-            let class = match channel {
-                Channel::Main => Class::PointToPoint,
-                Channel::Side => (comm.side.get().expect("side channel").classify)(status.MPI_TAG),
-            };
-            let env = Envelope {
-                source: status.MPI_SOURCE,
-                tag: status.MPI_TAG,
-                class,
-            };
-            // Its place in arrival order is given once it stays unexpected.
-            let key = self.arrived.insert(Arrived {
-                message,
-                status,
-                seq: 0,
-            });
-            self.burst.push((env, key as MsgId));
-            if self.burst.len() == MAX_BURST {
-                self.match_burst(comm, rt);
-            }
-        }
-    }
-
-    /// The drained messages to the engine as one burst; each either goes to the receive it
-    /// matched or stays in `arrived` as unexpected, in arrival order.
-    fn match_burst(&mut self, comm: &'static Comm, rt: &Runtime) {
-        if self.burst.is_empty() {
-            return;
-        }
-        let burst = std::mem::take(&mut self.burst);
-        let mut matched = std::mem::take(&mut self.burst_matched);
-        matched.clear();
-        let start = rt.clock.ticks();
-        self.engine.arrive_burst(&burst, &mut matched);
-        let ticks = rt.clock.ticks() - start;
-        // A mixed burst's time is shared by its messages of each traffic type.
-        let collective = burst
-            .iter()
-            .filter(|(env, _)| env.class.is_collective())
-            .count();
-        let collective_ticks = ticks * collective as u64 / burst.len() as u64;
-        self.match_ticks[1] += collective_ticks;
-        self.match_ticks[0] += ticks - collective_ticks;
-        self.bursts.record(burst.len());
-        for (&(_, key), &found) in burst.iter().zip(&matched) {
-            let Some(recv) = found else {
-                self.arrived[key as usize].seq = self.arrived_order.push();
-                continue;
-            };
-            let Arrived {
-                message, status, ..
-            } = self.arrived.remove(key as usize);
-            let waiter = &mut self.posted[recv as usize];
-            let depth = self.posted_order.remove(waiter.seq);
-            self.signals.observe(depth);
-            if let Waits::Blocking(matched) = &mut waiter.waits {
-                *matched = Matched::Message(message, status);
-                continue;
-            }
-            let Waits::Op(op) = self.posted.remove(recv as usize).waits else {
-                unreachable!("a blocking waiter stays until its caller takes its match")
-            };
-            self.deliver(comm, rt, op, message, &status);
-        }
-        self.burst = burst;
-        self.burst.clear();
-        self.burst_matched = matched;
-    }
-
-    /// `post` with the arrivals still inside MPI: a message queued here is older than any of
-    /// them, so MPI is asked first only when nothing is queued, else only once the receive is
-    /// queued (which spares a probe per receive when messages wait).
-    pub fn post_drained(
-        &mut self,
-        comm: &'static Comm,
-        rt: &Runtime,
-        want: Pattern,
-        waiter: impl FnOnce() -> Waiter,
-    ) -> Posted {
-        let drain_first = self.arrived.is_empty();
-        if drain_first {
-            self.drain(comm, rt);
-        }
-        let posted = self.post(comm, rt, want, waiter);
-        if matches!(posted, Posted::Queued(_)) && !drain_first {
-            self.drain(comm, rt);
-        }
-        posted
-    }
-
-    /// Posts a receive: takes the earliest matching unexpected message, or queues the waiter
-    /// `waiter` makes.
-    pub fn post(
-        &mut self,
-        comm: &'static Comm,
-        rt: &Runtime,
-        want: Pattern,
-        waiter: impl FnOnce() -> Waiter,
-    ) -> Posted {
-        let key = self.posted.vacant_key();
-        let start = rt.clock.ticks();
-        let found = self.engine.post(want, key as u64);
-        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
-        if let Some(msg) = found {
-            let arrived = self.arrived.remove(msg as usize);
-            let depth = self.arrived_order.remove(arrived.seq);
-            self.signals.observe(depth);
-            return Posted::Found(arrived);
-        }
-        let mut waiter = waiter();
-        waiter.seq = self.posted_order.push();
-        if let Waits::Op(op) = &waiter.waits {
-            op.set_state(RecvState::Posted(key as u64));
-            rt.add_pending(comm, 1);
-        }
-        let inserted = self.posted.insert(waiter);
-        debug_assert_eq!(inserted, key);
-        Posted::Queued(key)
-    }
-
-    /// Posts a nonblocking receive of the shim's; `make` builds it once it must wait.
-    pub fn post_op(
-        &mut self,
-        comm: &'static Comm,
-        rt: &Runtime,
-        want: Pattern,
-        make: impl FnOnce() -> Arc<RecvOp>,
-    ) -> (Posted, Option<Arc<RecvOp>>) {
-        let mut made = None;
-        let posted = self.post_drained(comm, rt, want, || {
-            let op = make();
-            made = Some(op.clone());
-            Waiter {
-                seq: 0,
-                receive: op.receive.clone(),
-                source: op.source,
-                tag: op.tag,
-                channel: Channel::Main,
-                waits: Waits::Op(op),
-            }
-        });
-        (posted, made)
-    }
-
-    /// How far the blocking receive posted under `key` got; it leaves the queue once matched.
-    pub fn take_matched(&mut self, key: usize) -> Matched {
-        if self.posted.get(key).is_none_or(Waiter::is_waiting) {
-            return Matched::Waiting;
-        }
-        match self.posted.remove(key).waits {
-            Waits::Blocking(matched) => matched,
-            Waits::Op(_) => unreachable!("checked above"),
-        }
-    }
-
-    /// Probe: the earliest matching unexpected message; `remove` takes it.
-    pub fn probe(
-        &mut self,
-        rt: &Runtime,
-        want: Pattern,
-        remove: bool,
-    ) -> Option<(MPI_Message, MPI_Status)> {
-        let start = rt.clock.ticks();
-        let found = self.engine.probe(want, remove);
-        self.match_ticks[want.class.is_collective() as usize] += rt.clock.ticks() - start;
-        let key = found? as usize;
-        if !remove {
-            let a = &self.arrived[key];
-            return Some((a.message, a.status));
-        }
-        let arrived = self.arrived.remove(key);
-        let depth = self.arrived_order.remove(arrived.seq);
-        self.signals.observe(depth);
-        Some((arrived.message, arrived.status))
-    }
-
-    /// Takes a posted receive out of the queue; false if it already matched.
-    pub fn cancel(&mut self, comm: &'static Comm, rt: &Runtime, op: &RecvOp) -> bool {
-        let RecvState::Posted(key) = op.state() else {
+/// Finishes the receives among `recvs` whose request MPI completed; how many.
+fn finish_tested(recvs: &mut Vec<Arc<Recv>>) -> usize {
+    let before = recvs.len();
+    recvs.retain(|recv| {
+        let Stage::InMpi(mut request) = recv.stage() else {
             return false;
         };
-        if !self.engine.cancel(key) {
-            return false;
-        }
-        let waiter = self.posted.remove(key as usize);
-        self.posted_order.remove(waiter.seq);
-        rt.add_pending(comm, -1);
-        true
-    }
-
-    /// Receives `arrived` into a nonblocking op that matched it at posting.
-    pub fn start_receive(
-        &mut self,
-        comm: &'static Comm,
-        rt: &Runtime,
-        op: Arc<RecvOp>,
-        arrived: Arrived,
-    ) {
-        rt.add_pending(comm, 1);
-        self.deliver(comm, rt, op, arrived.message, &arrived.status);
-    }
-
-    fn deliver(
-        &mut self,
-        comm: &'static Comm,
-        rt: &Runtime,
-        op: Arc<RecvOp>,
-        message: MPI_Message,
-        status: &MPI_Status,
-    ) {
-        match op.receive.take(message, status, Delivery::Soon) {
-            Taken::Done(status, err) => {
-                op.finish(status, err);
-                rt.add_pending(comm, -1);
+        match mpi::test(&mut request) {
+            Some((status, err)) => {
+                recv.finish(status, err);
+                false
             }
-            Taken::Moving(request) => {
-                op.set_state(RecvState::Receiving(request));
-                self.receiving.push(op);
-            }
+            None => true,
         }
-    }
-
-    fn finish_received(&mut self, comm: &'static Comm, rt: &Runtime) {
-        let before = self.receiving.len();
-        self.receiving.retain(|op| {
-            let RecvState::Receiving(mut request) = op.state() else {
-                return false;
-            };
-            match mpi::test(&mut request) {
-                Some((status, err)) => {
-                    op.finish(status, err);
-                    false
-                }
-                None => true,
-            }
-        });
-        let finished = before - self.receiving.len();
-        if finished > 0 {
-            rt.add_pending(comm, -(finished as isize));
-        }
-    }
-
-    /// Hands every waiting receive to MPI, in posting order (see `takeover`, point 2).
-    fn hand_over(&mut self, comm: &'static Comm, rt: &Runtime) {
-        let mut keys: Vec<usize> = self.posted.iter().map(|(key, _)| key).collect();
-        keys.sort_by_key(|&key| self.posted[key].seq);
-        for key in keys {
-            if !self.posted[key].is_waiting() {
-                continue;
-            }
-            let canceled = self.engine.cancel(key as u64);
-            debug_assert!(canceled, "a waiting receive is in the engine");
-            let waiter = &mut self.posted[key];
-            self.posted_order.remove(waiter.seq);
-            let posted =
-                waiter
-                    .receive
-                    .post_to_mpi(waiter.source, waiter.tag, comm.channel(waiter.channel));
-            match &mut waiter.waits {
-                Waits::Blocking(matched) => {
-                    *matched = match posted {
-                        Ok(request) => Matched::Request(request),
-                        Err(err) => Matched::Failed(err),
-                    };
-                }
-                Waits::Op(_) => {
-                    let Waits::Op(op) = self.posted.remove(key).waits else {
-                        unreachable!()
-                    };
-                    match posted {
-                        Ok(request) => {
-                            op.set_state(RecvState::Receiving(request));
-                            self.receiving.push(op);
-                        }
-                        Err(err) => {
-                            op.finish(mpi::zeroed_status(), err);
-                            rt.add_pending(comm, -1);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Under `policy`, before a receive call on a taken-over communicator: gives matching back
-    /// to MPI when the rules allow (see `takeover`). True if the communicator is delegated now.
-    pub fn maybe_delegate(&mut self, comm: &'static Comm, rt: &Runtime) -> bool {
-        let depth = rt.config.takeover_depth;
-        let go = match rt.config.takeover {
-            Policy::Always => false,
-            Policy::Auto => {
-                let idle = self.posted.is_empty() && self.arrived.is_empty();
-                if idle && self.signals.shallow(depth) {
-                    comm.takeover.episode_ended(self.signals.paid(depth));
-                    true
-                } else {
-                    false
-                }
-            }
-            Policy::Flip(n) => comm.takeover.flip_due(n) && self.arrived.is_empty(),
-        };
-        if !go {
-            return false;
-        }
-        self.hand_over(comm, rt);
-        self.rebuild_if_empty(rt.config.engine);
-        self.signals.reset();
-        comm.takeover.flip_done();
-        comm.takeover.set(Mode::Delegated, rt.clock.elapsed_ns());
-        true
-    }
-
-    /// The communicator's info makes `assertions` now: the engine is built for them as soon
-    /// as it holds nothing (at once while MPI matches).
-    pub fn assert(&mut self, assertions: Assertions, kind: EngineKind) {
-        if assertions != self.params.assertions {
-            self.params.assertions = assertions;
-            self.rebuild = true;
-            self.rebuild_if_empty(kind);
-        }
-    }
-
-    fn rebuild_if_empty(&mut self, kind: EngineKind) {
-        if !self.rebuild || self.engine.queued() != (0, 0) {
-            return;
-        }
-        self.replaced.follow(self.engine.stats());
-        self.engine = engine_for(kind, &self.params);
-        self.rebuild = false;
-    }
-
-    /// Takes matching over from MPI for the communicator.
-    pub fn take_over(&mut self, comm: &Comm, rt: &Runtime) {
-        self.rebuild_if_empty(rt.config.engine);
-        self.signals.reset();
-        comm.takeover.set(Mode::Takeover, rt.clock.elapsed_ns());
-    }
+    });
+    before - recvs.len()
 }

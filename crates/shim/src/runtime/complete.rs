@@ -1,46 +1,46 @@
 //! The wait/test family over a mix of MPI's requests and the shim's.
 //!
-//! Requests MPI completes (its own, delegated receives, persistent receives MPI started) are
-//! checked with non-blocking PMPI calls on a copy of the array in which the shim's operations
-//! are `MPI_REQUEST_NULL`, so MPI keeps its own rules for null and inactive handles. Nothing
-//! blocks inside MPI while anything needs the shim's progress. Single-completion calls leave
-//! `MPI_ERROR` alone; the multiple-completion ones set it in every status only when they
-//! return `MPI_ERR_IN_STATUS`, as MPI does.
+//! Statuses are what MPI writes, field for field, and codes are MPI's: the calls over several
+//! requests end in MPI's own call on the user's array, in which each operation of the shim's is
+//! a generalized request (its own handle, or for a persistent receive the shim runs, a stand-in
+//! started for the call) whose status is the operation's. MPI then orders, completes, frees
+//! and reports every request by its own rules (which `MPI_ERROR` fields it writes, which
+//! requests it leaves pending after an error). Nothing blocks inside MPI while anything needs
+//! the shim's progress: `Waitall` waits for every request first, `Waitany` and `Waitsome` poll
+//! MPI's test forms, whose statuses and codes are theirs. Single-completion calls leave
+//! `MPI_ERROR` alone and raise a failed operation's error where MPI would (`error_comm`).
 //!
 //! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::request::{Operation, Request};
+use super::request::{self, Operation, Request};
 use super::{Error, Runtime};
-use crate::ffi::*;
-use crate::mpi::{self, abi, empty_status, store_status, store_status_with_error, Code};
+use crate::mpi::{self, abi, empty_status, store_status, Code, MPI_Comm, MPI_Request, MPI_Status};
+use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
-/// Runs a multiple-completion call of MPI's on `statuses[..n]` and puts back the `MPI_ERROR`
-/// fields it wrote unless it returned `MPI_ERR_IN_STATUS` (MPICH and Open MPI write them on
-/// success too).
-unsafe fn keeping_errors(statuses: *mut MPI_Status, n: usize, call: impl FnOnce() -> Code) -> Code {
-    if statuses == abi().statuses_ignore || statuses.is_null() {
-        return call();
-    }
-    let errors: Vec<c_int> = (0..n).map(|i| (*statuses.add(i)).MPI_ERROR).collect();
-    let code = call();
-    if code != abi().err_in_status {
-        for (i, &error) in errors.iter().enumerate() {
-            (*statuses.add(i)).MPI_ERROR = error;
-        }
-    }
-    code
+/// Whether a completion call waits or tests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    Wait,
+    Test,
 }
 
-/// `statuses[i]`, or `MPI_STATUS_IGNORE` when the user ignores statuses.
-unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
-    if statuses == abi().statuses_ignore || statuses.is_null() {
-        abi().status_ignore
+fn statuses_ignored(statuses: *const MPI_Status) -> bool {
+    statuses.is_null() || statuses == abi().statuses_ignore
+}
+
+/// The communicator through which MPI raises the error of a request that failed in a
+/// completion call: MPICH raises it through `MPI_COMM_WORLD` (the calls name no communicator),
+/// Open MPI through the request's communicator (and a generalized request's through
+/// `MPI_COMM_WORLD`).
+fn error_comm(op: &Arc<dyn Operation>) -> MPI_Comm {
+    if cfg!(openmpi) {
+        op.focus().handle
     } else {
-        statuses.add(i)
+        abi().comm_world
     }
 }
 
@@ -58,8 +58,8 @@ enum Split {
     /// call serves, and the requests the shim counts (delegated receives, with their positions)
     /// are accounted for after it.
     Mpi(Vec<(usize, Request)>),
-    /// Each request's entry, and the array MPI is asked about (the shim's operations null).
-    Mixed(Vec<Entry>, Vec<MPI_Request>),
+    /// Each request's entry.
+    Mixed(Vec<Entry>),
 }
 
 impl Entry {
@@ -79,500 +79,750 @@ impl Entry {
             Entry::Mpi(_) => None,
         }
     }
+
+    /// A failed operation of the shim's, with its code.
+    fn failed(&self) -> Option<Code> {
+        let outcome = self.shim()?.completion().outcome()?;
+        (outcome.err != abi().success).then_some(outcome.err)
+    }
 }
 
-impl Runtime {
-    /// Bookkeeping once MPI completed a request the shim knows (it is gone from MPI now).
-    fn completed_by_mpi(&self, handle: MPI_Request, known: &Option<Request>) {
-        match known {
-            Some(Request::Delegated(comm)) => {
-                self.unregister(handle);
-                self.delegated_done(comm);
-            }
-            Some(Request::Persistent(p)) => self.persistent_done_in_mpi(p),
-            _ => {}
-        }
-    }
+/// Open MPI raises a generalized request's error through `MPI_COMM_WORLD`, natively a
+/// receive's through its communicator: while a failed operation of the shim's is among the
+/// requests of MPI's call, world returns errors (the error is raised afterwards where Open MPI
+/// would have, see `hand_to_mpi`).
+struct QuietWorld<'a> {
+    entries: &'a [Entry],
+    used: Cell<bool>,
+}
 
-    /// Releases a done operation of the shim's: a generalized request is freed, a persistent
-    /// receive becomes inactive. The outcome's status goes to `status` (without `MPI_ERROR`);
-    /// returns its code.
-    unsafe fn release(
-        &self,
-        handle: &mut MPI_Request,
-        entry: &Request,
-        op: &Arc<dyn Operation>,
-    ) -> (MPI_Status, Code) {
-        let outcome = op.completion().outcome();
-        match entry {
-            Request::Persistent(p) => {
-                p.current.lock().take();
-            }
-            _ => {
-                self.unregister(*handle);
-                // The generalized request is complete; MPI frees it.
-                mpi::wait(handle);
-                *handle = abi().request_null;
-            }
+impl QuietWorld<'_> {
+    fn run(&self, call: impl FnOnce() -> Code) -> Code {
+        if !cfg!(openmpi) || !self.entries.iter().any(|e| e.failed().is_some()) {
+            return call();
         }
-        outcome.map_or_else(
-            || (empty_status(abi().any_source), abi().success),
-            |o| (o.status, o.err),
-        )
+        self.used.set(true);
+        let _quiet = mpi::Quiet::new(&[abi().comm_world]);
+        call()
     }
+}
 
-    /// Raises a failed operation's code through its communicator.
-    fn failed(&self, op: &Arc<dyn Operation>, code: Code) -> Result<Code, Error> {
-        if code == abi().success {
-            Ok(code)
-        } else {
-            Err(self.raise(op.focus().handle, code))
-        }
-    }
+/// The array MPI's call gets: the user's handles, with a stand-in generalized request in place
+/// of each persistent receive the shim runs (MPI knows that handle as inactive).
+struct Handed {
+    requests: Vec<MPI_Request>,
+    stand_ins: Vec<usize>,
+}
 
-    /// Sorts a request array for a completion call over several requests.
-    fn split(&self, requests: &[MPI_Request]) -> Split {
-        let known = self.known_in(requests);
-        if !self.needs_progress()
-            && known
-                .iter()
-                .all(|(_, r)| matches!(r, Request::Delegated(_)))
-        {
-            return Split::Mpi(known);
-        }
-        let mut entries: Vec<Entry> = requests.iter().map(|_| Entry::Mpi(None)).collect();
-        for (i, request) in known {
-            entries[i] = Entry::of(Some(request));
-        }
-        let view = requests
-            .iter()
-            .zip(&entries)
-            .map(|(&r, e)| {
-                if e.shim().is_some() {
-                    abi().request_null
-                } else {
-                    r
+impl Handed {
+    fn new(entries: &[Entry], user: &[MPI_Request]) -> Result<Handed, Code> {
+        let mut handed = Handed {
+            requests: user.to_vec(),
+            stand_ins: Vec::new(),
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            if let Entry::Shim(Request::Persistent(p), _) = entry {
+                let op = p.shim_op().expect("a shim entry runs in the shim");
+                match request::start_grequest(&op) {
+                    Ok(stand_in) => {
+                        handed.requests[i] = stand_in;
+                        handed.stand_ins.push(i);
+                    }
+                    Err(err) => {
+                        handed.release(entries);
+                        return Err(err);
+                    }
                 }
-            })
-            .collect();
-        Split::Mixed(entries, view)
+            }
+        }
+        Ok(handed)
     }
 
-    /// Runs MPI's own completion call on the user's array, then accounts for the delegated
-    /// receives among `known` that it completed (MPI sets a completed request's handle to
-    /// `MPI_REQUEST_NULL`).
-    unsafe fn through_mpi(
-        &self,
-        requests: *mut MPI_Request,
-        known: Vec<(usize, Request)>,
-        call: impl FnOnce() -> Code,
-    ) -> Code {
+    /// Frees the stand-ins MPI left active (the others MPI freed).
+    fn release(&self, entries: &[Entry]) {
+        for &i in &self.stand_ins {
+            if self.requests[i] != abi().request_null {
+                let op = entries[i].shim().expect("stand-ins stand for operations");
+                op.completion().drop_stand_in(self.requests[i]);
+            }
+        }
+    }
+}
+
+/// Bookkeeping once MPI completed a request the shim knows (it is gone from MPI now).
+fn completed_by_mpi(rt: &Runtime, handle: MPI_Request, known: &Option<Request>) {
+    if let Some(request) = known {
+        if matches!(request, Request::Delegated(_)) {
+            rt.requests.remove(handle);
+        }
+        request.completed_in_mpi();
+    }
+}
+
+/// Releases a done operation of the shim's: a generalized request is freed, a persistent
+/// receive becomes inactive. The outcome's status goes to `status` (without `MPI_ERROR`);
+/// returns its code.
+fn release(
+    rt: &Runtime,
+    handle: &mut MPI_Request,
+    entry: &Request,
+    op: &Arc<dyn Operation>,
+) -> (MPI_Status, Code) {
+    let outcome = op.completion().outcome();
+    match entry {
+        Request::Persistent(p) => {
+            p.current.lock().take();
+        }
+        _ => {
+            rt.requests.remove(*handle);
+            // Complete, so freed at once; not waited for, since MPI would raise a failed
+            // operation's error through MPI_COMM_WORLD (the error is the caller's to raise).
+            mpi::request_free(handle);
+        }
+    }
+    outcome.map_or_else(
+        || (empty_status(abi().any_source), abi().success),
+        |o| (o.status, o.err),
+    )
+}
+
+/// Raises a failed operation's code where MPI would (`error_comm`).
+fn failed(rt: &Runtime, op: &Arc<dyn Operation>, code: Code) -> Result<Code, Error> {
+    if code == abi().success {
+        Ok(code)
+    } else {
+        Err(rt.raise(error_comm(op), code))
+    }
+}
+
+/// Sorts a request array for a completion call over several requests.
+fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
+    let known = rt.requests.known_in(requests);
+    if !rt.needs_progress()
+        && known
+            .iter()
+            .all(|(_, r)| matches!(r, Request::Delegated(_)))
+    {
+        return Split::Mpi(known);
+    }
+    let mut entries: Vec<Entry> = requests.iter().map(|_| Entry::Mpi(None)).collect();
+    for (i, request) in known {
+        entries[i] = Entry::of(Some(request));
+    }
+    Split::Mixed(entries)
+}
+
+/// Runs MPI's own completion call on the user's array, then accounts for the delegated
+/// receives among `known` that it completed (MPI sets a completed request's handle to
+/// `MPI_REQUEST_NULL`).
+unsafe fn through_mpi(
+    rt: &Runtime,
+    requests: *mut MPI_Request,
+    known: Vec<(usize, Request)>,
+    call: impl FnOnce() -> Code,
+) -> Code {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
         let before: Vec<MPI_Request> = known.iter().map(|&(i, _)| *requests.add(i)).collect();
         let code = call();
         for ((i, request), handle) in known.into_iter().zip(before) {
             if *requests.add(i) != handle {
-                self.completed_by_mpi(handle, &Some(request));
+                completed_by_mpi(rt, handle, &Some(request));
             }
         }
         code
     }
+}
 
-    pub unsafe fn wait(
-        &self,
-        request: *mut MPI_Request,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        match Entry::of(self.lookup(*request)) {
+/// Runs MPI's completion `call` on the user's array as MPI gets it ([`Handed`]), with
+/// `statuses`, which MPI writes, and settles what it completed into the user's array
+/// `user`: `completed(i, code, handed, statuses)` tells whether position `i` completed in
+/// the call that returned `code`. `call` runs MPI's calls under the [`QuietWorld`] it
+/// gets; when that kept world quiet and the first failed request (`first_failed`) is the
+/// shim's, its error is raised through its communicator, as Open MPI would have.
+fn hand_to_mpi(
+    rt: &Runtime,
+    entries: &[Entry],
+    user: &mut [MPI_Request],
+    statuses: *mut MPI_Status,
+    call: impl FnOnce(&mut [MPI_Request], *mut MPI_Status, &QuietWorld) -> Code,
+    completed: impl Fn(usize, Code, &[MPI_Request], *const MPI_Status) -> bool,
+    first_failed: impl Fn(&[Entry], *const MPI_Status) -> Option<usize>,
+) -> Result<Code, Error> {
+    let mut handed = match Handed::new(entries, user) {
+        Ok(handed) => handed,
+        Err(err) => return Err(rt.raise(abi().comm_world, err)),
+    };
+    let quiet = QuietWorld {
+        entries,
+        used: Cell::new(false),
+    };
+    let mut scratch = Vec::new();
+    let statuses = if cfg!(openmpi)
+        && statuses_ignored(statuses)
+        && entries.iter().any(|e| e.shim().is_some())
+    {
+        // The statuses tell which request failed first.
+        scratch = vec![mpi::zeroed_status(); entries.len()];
+        scratch.as_mut_ptr()
+    } else {
+        statuses
+    };
+    let code = call(&mut handed.requests, statuses, &quiet);
+    for (i, entry) in entries.iter().enumerate() {
+        if !completed(i, code, &handed.requests, statuses) {
+            continue;
+        }
+        match entry {
+            Entry::Mpi(known) => completed_by_mpi(rt, user[i], known),
+            Entry::Shim(Request::Persistent(p), _) => {
+                p.current.lock().take();
+            }
+            Entry::Shim(_, _) => rt.requests.remove(user[i]),
+        }
+    }
+    for (i, slot) in user.iter_mut().enumerate() {
+        if !handed.stand_ins.contains(&i) {
+            *slot = handed.requests[i];
+        }
+    }
+    handed.release(entries);
+    if quiet.used.get() && code != abi().success {
+        if let Some(i) = first_failed(entries, statuses) {
+            if let Some(err) = entries[i].failed() {
+                let op = entries[i].shim().expect("failed entries are the shim's");
+                rt.raise(op.focus().handle, err);
+            }
+        }
+    }
+    drop(scratch);
+    Ok(code)
+}
+
+pub unsafe fn wait(
+    rt: &Runtime,
+    request: *mut MPI_Request,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        match Entry::of(rt.requests.get(*request)) {
             Entry::Mpi(known) => {
                 let handle = *request;
-                let code = if !self.needs_progress() {
+                let code = if !rt.needs_progress() {
                     mpi::user::wait(request, status)
                 } else {
                     let mut code = abi().success;
-                    self.wait_until(known.as_ref().map(Request::focus), || {
+                    rt.wait_until(known.as_ref().map(Request::focus), || {
                         let mut flag = 0;
                         code = mpi::user::test(request, &mut flag, status);
                         flag != 0 || code != abi().success
                     });
                     code
                 };
-                self.completed_by_mpi(handle, &known);
+                completed_by_mpi(rt, handle, &known);
                 Ok(code)
             }
             Entry::Shim(entry, op) => {
-                self.wait_until(Some(op.focus()), || op.poll());
-                let (result, code) = self.release(&mut *request, &entry, &op);
+                rt.wait_until(Some(op.focus()), || op.poll());
+                let (result, code) = release(rt, &mut *request, &entry, &op);
                 store_status(status, &result);
-                self.failed(&op, code)
+                failed(rt, &op, code)
             }
         }
     }
+}
 
-    pub unsafe fn test(
-        &self,
-        request: *mut MPI_Request,
-        flag: *mut c_int,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        match Entry::of(self.lookup(*request)) {
+pub unsafe fn test(
+    rt: &Runtime,
+    request: *mut MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        match Entry::of(rt.requests.get(*request)) {
             Entry::Mpi(known) => {
-                self.progress(known.as_ref().map(Request::focus));
+                rt.progress(known.as_ref().map(Request::focus));
                 let handle = *request;
                 let code = mpi::user::test(request, flag, status);
                 if *flag != 0 {
-                    self.completed_by_mpi(handle, &known);
+                    completed_by_mpi(rt, handle, &known);
                 }
                 Ok(code)
             }
             Entry::Shim(entry, op) => {
-                self.progress(Some(op.focus()));
+                rt.progress(Some(op.focus()));
                 *flag = op.poll() as c_int;
                 if *flag == 0 {
                     return Ok(abi().success);
                 }
-                let (result, code) = self.release(&mut *request, &entry, &op);
+                let (result, code) = release(rt, &mut *request, &entry, &op);
                 store_status(status, &result);
-                self.failed(&op, code)
+                failed(rt, &op, code)
             }
         }
     }
+}
 
-    pub unsafe fn request_get_status(
-        &self,
-        request: MPI_Request,
-        flag: *mut c_int,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        match Entry::of(self.lookup(request)) {
+/// MPICH returns (and raises) a completed request's error here, Open MPI succeeds.
+pub unsafe fn request_get_status(
+    rt: &Runtime,
+    request: MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        match Entry::of(rt.requests.get(request)) {
             Entry::Mpi(known) => {
-                self.progress(known.as_ref().map(Request::focus));
+                rt.progress(known.as_ref().map(Request::focus));
                 Ok(mpi::user::request_get_status(request, flag, status))
             }
             Entry::Shim(_, op) => {
-                self.progress(Some(op.focus()));
+                rt.progress(Some(op.focus()));
                 *flag = op.poll() as c_int;
-                if *flag != 0 {
-                    let outcome = op.completion().outcome();
-                    if let Some(o) = outcome {
-                        store_status(status, &o.status);
-                    }
+                let Some(outcome) = op.completion().outcome().filter(|_| *flag != 0) else {
+                    return Ok(abi().success);
+                };
+                store_status(status, &outcome.status);
+                if cfg!(openmpi) {
+                    Ok(abi().success)
+                } else {
+                    failed(rt, &op, outcome.err)
                 }
-                Ok(abi().success)
             }
         }
     }
+}
 
-    /// `Waitall` (`blocking`) and `Testall`.
-    pub unsafe fn all(
-        &self,
-        count: c_int,
-        requests: *mut MPI_Request,
-        flag: *mut c_int,
-        statuses: *mut MPI_Status,
-        blocking: bool,
-    ) -> Result<Code, Error> {
+/// `Waitall` and `Testall`.
+pub unsafe fn all(
+    rt: &Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        let blocking = how == How::Wait;
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let (entries, mut view) = match self.split(reqs) {
-            Split::Mixed(entries, view) => (entries, view),
+        let entries = match split(rt, reqs) {
+            Split::Mixed(entries) => entries,
             Split::Mpi(known) => {
-                return Ok(self.through_mpi(requests, known, || {
-                    keeping_errors(statuses, n, || {
-                        if blocking {
-                            mpi::user::waitall(count, requests, statuses)
-                        } else {
-                            mpi::user::testall(count, requests, flag, statuses)
-                        }
-                    })
-                }))
-            }
-        };
-        let mut done = 0;
-        let mut mpi_code = abi().success;
-        // Operations stay done once done: each round resumes at the first one that was not.
-        let mut unfinished = 0;
-        let mut check = || {
-            self.progress(None);
-            match entries[unfinished..]
-                .iter()
-                .position(|e| e.shim().is_some_and(|op| !op.poll()))
-            {
-                Some(i) => {
-                    unfinished += i;
-                    return false;
-                }
-                None => unfinished = entries.len(),
-            }
-            mpi_code = keeping_errors(statuses, n, || {
-                mpi::user::testall(count, view.as_mut_ptr(), &mut done, statuses)
-            });
-            done != 0 || (mpi_code != abi().success && mpi_code != abi().err_in_status)
-        };
-        if blocking {
-            self.wait_until(None, check);
-        } else if !check() {
-            *flag = 0;
-            return Ok(abi().success);
-        }
-        if done == 0 {
-            return Ok(mpi_code);
-        }
-        let mut results = Vec::with_capacity(n);
-        let mut any_failed = mpi_code == abi().err_in_status;
-        let mut failed_comm = abi().comm_world;
-        for (i, entry) in entries.iter().enumerate() {
-            match entry {
-                Entry::Mpi(known) => {
-                    self.completed_by_mpi(reqs[i], known);
-                    reqs[i] = view[i];
-                    results.push(None);
-                }
-                Entry::Shim(entry, op) => {
-                    let (status, code) = self.release(&mut reqs[i], entry, op);
-                    if code != abi().success {
-                        any_failed = true;
-                        failed_comm = op.focus().handle;
-                    }
-                    results.push(Some((status, code)));
-                }
-            }
-        }
-        for (i, result) in results.into_iter().enumerate() {
-            let Some((status, code)) = result else {
-                continue;
-            };
-            let out = status_at(statuses, i);
-            if any_failed {
-                store_status_with_error(out, &status, code);
-            } else {
-                store_status(out, &status);
-            }
-        }
-        if !blocking {
-            *flag = 1;
-        }
-        if any_failed {
-            if mpi_code != abi().err_in_status {
-                // MPI's own entries succeeded: their statuses carry MPI_SUCCESS, as MPI would.
-                for (i, entry) in entries.iter().enumerate() {
-                    let out = status_at(statuses, i);
-                    if matches!(entry, Entry::Mpi(_)) && !mpi::ignored(out) {
-                        (*out).MPI_ERROR = abi().success;
-                    }
-                }
-            }
-            return Err(self.raise(failed_comm, abi().err_in_status));
-        }
-        Ok(abi().success)
-    }
-
-    /// `Waitany` (`blocking`) and `Testany`.
-    pub unsafe fn any(
-        &self,
-        count: c_int,
-        requests: *mut MPI_Request,
-        index: *mut c_int,
-        flag: *mut c_int,
-        status: *mut MPI_Status,
-        blocking: bool,
-    ) -> Result<Code, Error> {
-        let n = count.max(0) as usize;
-        let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let (entries, mut view) = match self.split(reqs) {
-            Split::Mixed(entries, view) => (entries, view),
-            Split::Mpi(known) => {
-                return Ok(self.through_mpi(requests, known, || {
+                return Ok(through_mpi(rt, requests, known, || {
                     if blocking {
-                        mpi::user::waitany(count, requests, index, status)
+                        mpi::user::waitall(count, requests, statuses)
                     } else {
-                        mpi::user::testany(count, requests, index, flag, status)
+                        mpi::user::testall(count, requests, flag, statuses)
                     }
                 }))
             }
         };
-        let mut outcome: Option<(c_int, Result<Code, Error>)> = None;
-        let mut check = || {
-            self.progress(None);
-            if let Some(i) = entries
-                .iter()
-                .position(|e| e.shim().is_some_and(|op| op.poll()))
-            {
-                let Entry::Shim(entry, op) = &entries[i] else {
-                    unreachable!()
-                };
-                let (result, code) = self.release(&mut reqs[i], entry, op);
-                store_status(status, &result);
-                outcome = Some((i as c_int, self.failed(op, code)));
-                return true;
-            }
-            let (mut idx, mut mpi_flag) = (abi().undefined, 0);
-            let code =
-                mpi::user::testany(count, view.as_mut_ptr(), &mut idx, &mut mpi_flag, status);
-            if code != abi().success || (mpi_flag != 0 && idx != abi().undefined) {
-                if idx != abi().undefined {
-                    let i = idx as usize;
-                    if let Entry::Mpi(known) = &entries[i] {
-                        self.completed_by_mpi(reqs[i], known);
-                    }
-                    reqs[i] = view[i];
-                }
-                outcome = Some((idx, Ok(code)));
-                return true;
-            }
-            // Nothing active left anywhere: MPI says so for its part, and the shim has none.
-            if mpi_flag != 0 && entries.iter().all(|e| e.shim().is_none()) {
-                store_status(status, &empty_status(abi().any_source));
-                outcome = Some((abi().undefined, Ok(abi().success)));
-                return true;
-            }
-            false
-        };
         if blocking {
-            self.wait_until(None, check);
-        } else if !check() {
-            *flag = 0;
-            *index = abi().undefined;
-            return Ok(abi().success);
+            // Every request completes first, so that MPI's call below does not block.
+            // Requests stay complete once complete: each round resumes at the first that was
+            // not.
+            let mut unfinished = 0;
+            rt.wait_until(None, || {
+                while unfinished < n {
+                    let done = match &entries[unfinished] {
+                        Entry::Shim(_, op) => op.poll(),
+                        Entry::Mpi(_) => {
+                            let handle = reqs[unfinished];
+                            handle == abi().request_null || mpi::request_done(handle)
+                        }
+                    };
+                    if !done {
+                        return false;
+                    }
+                    unfinished += 1;
+                }
+                true
+            });
+        } else {
+            rt.progress(None);
         }
-        let (idx, result) = outcome.expect("completed");
-        *index = idx;
+        if cfg!(mpich) {
+            if let Some(first) = entries.iter().position(|e| e.failed().is_some()) {
+                return all_failed_mpich(rt, &entries, reqs, first, flag, statuses, how);
+            }
+        }
+        let all_done = Cell::new(0);
+        let code = hand_to_mpi(
+            rt,
+            &entries,
+            reqs,
+            statuses,
+            |requests, statuses, quiet| {
+                if blocking {
+                    all_done.set(1);
+                    quiet.run(|| mpi::user::waitall(count, requests.as_mut_ptr(), statuses))
+                } else {
+                    let mut done = 0;
+                    let code = quiet.run(|| {
+                        mpi::user::testall(count, requests.as_mut_ptr(), &mut done, statuses)
+                    });
+                    all_done.set(done);
+                    code
+                }
+            },
+            |i, code, after, statuses| {
+                completed_in_all(&entries[i], i, code, all_done.get() != 0, after, statuses)
+            },
+            |entries, statuses| {
+                (0..n).find(|&i| {
+                    let error = (*statuses.add(i)).MPI_ERROR;
+                    entries[i].failed().is_some()
+                        || (error != abi().success && error != abi().err_pending)
+                })
+            },
+        )?;
         if !blocking {
-            *flag = 1;
+            *flag = all_done.get();
         }
-        result
+        Ok(code)
     }
+}
 
-    /// `Waitsome` (`blocking`) and `Testsome`.
-    pub unsafe fn some(
-        &self,
-        count: c_int,
-        requests: *mut MPI_Request,
-        outcount: *mut c_int,
-        indices: *mut c_int,
-        statuses: *mut MPI_Status,
-        blocking: bool,
-    ) -> Result<Code, Error> {
+/// `Waitall` and `Testall` on MPICH when an operation of the shim's failed, `first` the
+/// first. MPICH counts a generalized request's error as its query's (and calls it
+/// `MPI_ERR_OTHER`), so the shim follows MPICH's rules itself here: `Waitall` completes the
+/// requests before the first failed one (MPI's call does), gives that one its error and
+/// leaves the later ones pending (`MPI_ERR_PENDING`, empty statuses for null ones with
+/// `MPI_SUCCESS`); `Testall` completes every complete request, each status with its code,
+/// and marks the others pending. Both return `MPI_ERR_IN_STATUS`, raised once through
+/// `MPI_COMM_WORLD` as MPICH does (world returns errors meanwhile).
+unsafe fn all_failed_mpich(
+    rt: &Runtime,
+    entries: &[Entry],
+    reqs: &mut [MPI_Request],
+    first: usize,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        let blocking = how == How::Wait;
+        let ignored = statuses_ignored(statuses);
+        let out = |i: usize| (!ignored).then(|| statuses.add(i));
+        let set_error = |i: usize, err: Code| {
+            if let Some(status) = out(i) {
+                (*status).MPI_ERROR = err;
+            }
+        };
+        let quiet = mpi::Quiet::new(&[abi().comm_world]);
+        let mut all_complete = true;
+        let mut pending_from = reqs.len();
+        if blocking {
+            let prefix = hand_to_mpi(
+                rt,
+                &entries[..first],
+                &mut reqs[..first],
+                statuses,
+                |requests, statuses, _| {
+                    mpi::user::waitall(first as c_int, requests.as_mut_ptr(), statuses)
+                },
+                |i, code, after, statuses| {
+                    completed_in_all(&entries[i], i, code, true, after, statuses)
+                },
+                |_, _| None,
+            );
+            let code = prefix?;
+            pending_from = first;
+            if code == abi().success {
+                let Entry::Shim(entry, op) = &entries[first] else {
+                    unreachable!("the first failed entry is the shim's")
+                };
+                let (status, err) = release(rt, &mut reqs[first], entry, op);
+                if let Some(out) = out(first) {
+                    *out = status;
+                    (*out).MPI_ERROR = err;
+                }
+                pending_from = first + 1;
+            }
+        } else {
+            for (i, entry) in entries.iter().enumerate() {
+                let status = out(i).unwrap_or(abi().status_ignore);
+                match entry {
+                    Entry::Shim(entry, op) if op.poll() => {
+                        let (result, err) = release(rt, &mut reqs[i], entry, op);
+                        if !ignored {
+                            *status = result;
+                            (*status).MPI_ERROR = err;
+                        }
+                    }
+                    Entry::Shim(_, _) => {
+                        all_complete = false;
+                        set_error(i, abi().err_pending);
+                    }
+                    Entry::Mpi(known) => {
+                        let (handle, mut done) = (reqs[i], 0);
+                        let code = mpi::user::test(&mut reqs[i], &mut done, status);
+                        if done != 0 {
+                            set_error(i, code);
+                            if handle != abi().request_null {
+                                completed_by_mpi(rt, handle, known);
+                            }
+                        } else {
+                            all_complete = false;
+                            set_error(i, abi().err_pending);
+                        }
+                    }
+                }
+            }
+            *flag = all_complete as c_int;
+        }
+        for (i, &handle) in reqs.iter().enumerate().skip(pending_from) {
+            if handle == abi().request_null {
+                if let Some(out) = out(i) {
+                    store_status(out, &empty_status(abi().any_source));
+                }
+                set_error(i, abi().success);
+            } else {
+                set_error(i, abi().err_pending);
+            }
+        }
+        drop(quiet);
+        Err(rt.raise(abi().comm_world, abi().err_in_status))
+    }
+}
+
+/// `Waitany` and `Testany`. With no active request, both give an empty
+/// status, as MPI defines (MPICH's `Testany` leaves it unwritten when an inactive
+/// persistent request is among them).
+pub unsafe fn any(
+    rt: &Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+    how: How,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        let blocking = how == How::Wait;
         let n = count.max(0) as usize;
         let reqs = std::slice::from_raw_parts_mut(requests, n);
-        let (entries, mut view) = match self.split(reqs) {
-            Split::Mixed(entries, view) => (entries, view),
-            Split::Mpi(known) => {
-                return Ok(self.through_mpi(requests, known, || {
-                    keeping_errors(statuses, n, || {
-                        if blocking {
-                            mpi::user::waitsome(count, requests, outcount, indices, statuses)
-                        } else {
-                            mpi::user::testsome(count, requests, outcount, indices, statuses)
-                        }
+        let mut any_done = 0;
+        let code = match split(rt, reqs) {
+            Split::Mpi(known) => through_mpi(rt, requests, known, || {
+                if blocking {
+                    any_done = 1;
+                    mpi::user::waitany(count, requests, index, status)
+                } else {
+                    mpi::user::testany(count, requests, index, &mut any_done, status)
+                }
+            }),
+            Split::Mixed(entries) => {
+                let test = |requests: &mut [MPI_Request], done: &mut c_int, quiet: &QuietWorld| {
+                    quiet.run(|| {
+                        mpi::user::testany(count, requests.as_mut_ptr(), index, done, status)
                     })
+                };
+                let code = hand_to_mpi(
+                    rt,
+                    &entries,
+                    reqs,
+                    status,
+                    |requests, _, quiet| {
+                        if !blocking {
+                            rt.progress(None);
+                            return test(requests, &mut any_done, quiet);
+                        }
+                        let mut code = abi().success;
+                        rt.wait_until(None, || {
+                            code = test(requests, &mut any_done, quiet);
+                            any_done != 0 || code != abi().success
+                        });
+                        code
+                    },
+                    |i, _, _, _| *index == i as c_int,
+                    |_, _| (*index >= 0).then_some(*index as usize),
+                )?;
+                // MPICH takes a generalized request's error from its query's return value
+                // (see `all_failed_mpich`): a failed operation completed as a success there.
+                let failed = (*index >= 0).then(|| entries[*index as usize].failed());
+                match failed.flatten() {
+                    Some(err) if cfg!(mpich) => return Err(rt.raise(abi().comm_world, err)),
+                    _ => code,
+                }
+            }
+        };
+        if any_done != 0 && *index == abi().undefined {
+            store_status(status, &empty_status(abi().any_source));
+        }
+        if !blocking {
+            *flag = any_done;
+        }
+        Ok(code)
+    }
+}
+
+/// `Waitsome` and `Testsome`.
+pub unsafe fn some(
+    rt: &Runtime,
+    count: c_int,
+    requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        let blocking = how == How::Wait;
+        let n = count.max(0) as usize;
+        let reqs = std::slice::from_raw_parts_mut(requests, n);
+        let entries = match split(rt, reqs) {
+            Split::Mixed(entries) => entries,
+            Split::Mpi(known) => {
+                return Ok(through_mpi(rt, requests, known, || {
+                    if blocking {
+                        mpi::user::waitsome(count, requests, outcount, indices, statuses)
+                    } else {
+                        mpi::user::testsome(count, requests, outcount, indices, statuses)
+                    }
                 }))
             }
         };
-        let mut mpi_indices = vec![0 as c_int; n];
-        let mut mpi_statuses = vec![mpi::zeroed_status(); n];
-        let ignore = statuses == abi().statuses_ignore || statuses.is_null();
-        let mut result = Ok(abi().success);
-        let mut total: c_int = 0;
-        let mut check = || {
-            self.progress(None);
-            let mut mpi_out = 0;
-            let mpi_status_ptr = if ignore {
-                abi().statuses_ignore
-            } else {
-                mpi_statuses.as_mut_ptr()
-            };
-            let code = mpi::user::testsome(
-                count,
-                view.as_mut_ptr(),
-                &mut mpi_out,
-                mpi_indices.as_mut_ptr(),
-                mpi_status_ptr,
-            );
-            if code != abi().success && code != abi().err_in_status {
-                result = Ok(code);
-                return true;
-            }
-            let shim_active = entries.iter().any(|e| e.shim().is_some());
-            if mpi_out == abi().undefined && !shim_active {
-                total = abi().undefined;
-                return true;
-            }
-            // (index, status, code) of every request that completed this round.
-            let mut completed: Vec<(usize, MPI_Status, Code)> = Vec::new();
-            for j in 0..mpi_out.max(0) as usize {
-                let i = mpi_indices[j] as usize;
-                if let Entry::Mpi(known) = &entries[i] {
-                    self.completed_by_mpi(reqs[i], known);
-                }
-                reqs[i] = view[i];
-                let status = mpi_statuses[j];
-                completed.push((i, status, status.MPI_ERROR));
-            }
-            let mut in_status = code == abi().err_in_status;
-            let mut failed_comm = abi().comm_world;
-            for (i, entry) in entries.iter().enumerate() {
-                let Entry::Shim(entry, op) = entry else {
-                    continue;
-                };
-                if reqs[i] == abi().request_null || !op.poll() {
-                    continue;
-                }
-                let (status, code) = self.release(&mut reqs[i], entry, op);
-                if code != abi().success {
-                    in_status = true;
-                    failed_comm = op.focus().handle;
-                }
-                completed.push((i, status, code));
-            }
-            for (k, &(i, status, code)) in completed.iter().enumerate() {
-                *indices.add(k) = i as c_int;
-                if !ignore {
-                    let out = statuses.add(k);
-                    if in_status {
-                        store_status_with_error(out, &status, code);
-                    } else {
-                        store_status(out, &status);
-                    }
-                }
-            }
-            total = completed.len() as c_int;
-            if in_status {
-                result = Err(self.raise(failed_comm, abi().err_in_status));
-            }
-            total > 0
+        let test = |requests: &mut [MPI_Request], statuses: *mut MPI_Status, quiet: &QuietWorld| {
+            quiet.run(|| {
+                mpi::user::testsome(count, requests.as_mut_ptr(), outcount, indices, statuses)
+            })
         };
-        if blocking {
-            self.wait_until(None, check);
-        } else {
-            check();
-        }
-        *outcount = total;
-        result
-    }
-
-    pub unsafe fn request_free(&self, request: *mut MPI_Request) -> Result<Code, Error> {
-        if let Some(known) = self.lookup(*request) {
-            // A receive goes on in the background; MPI frees the handle once it completes.
-            self.unregister(*request);
-            match &known {
-                Request::Persistent(p) => {
-                    p.current.lock().take();
-                    self.persistent_done_in_mpi(p);
+        let code = hand_to_mpi(
+            rt,
+            &entries,
+            reqs,
+            statuses,
+            |requests, statuses, quiet| {
+                if !blocking {
+                    rt.progress(None);
+                    return test(requests, statuses, quiet);
                 }
-                Request::Delegated(comm) => self.delegated_done(comm),
-                Request::Op(_) => {}
+                let mut code = abi().success;
+                rt.wait_until(None, || {
+                    code = test(requests, statuses, quiet);
+                    *outcount != 0 || code != abi().success
+                });
+                code
+            },
+            |i, _, _, _| {
+                let out = (*outcount).max(0) as usize;
+                (0..out).any(|k| *indices.add(k) == i as c_int)
+            },
+            |entries, statuses| {
+                let out = (*outcount).max(0) as usize;
+                (0..out)
+                    .filter(|&k| {
+                        let i = *indices.add(k) as usize;
+                        entries[i].failed().is_some()
+                            || (*statuses.add(k)).MPI_ERROR != abi().success
+                    })
+                    .map(|k| *indices.add(k) as usize)
+                    .min()
+            },
+        )?;
+        if !cfg!(mpich) {
+            return Ok(code);
+        }
+        // MPICH saw a failed operation of the shim's complete as a success (see
+        // `all_failed_mpich`): its status gets its error and, as MPICH writes when one of the
+        // requests failed, every other status its own code.
+        let out = (*outcount).max(0) as usize;
+        let ignored = statuses_ignored(statuses);
+        let mut any_failed = false;
+        for k in 0..out {
+            if let Some(err) = entries[*indices.add(k) as usize].failed() {
+                any_failed = true;
+                if !ignored {
+                    (*statuses.add(k)).MPI_ERROR = err;
+                }
             }
+        }
+        if !any_failed || code == abi().err_in_status {
+            return Ok(code);
+        }
+        if !ignored {
+            for k in 0..out {
+                if entries[*indices.add(k) as usize].failed().is_none() {
+                    (*statuses.add(k)).MPI_ERROR = abi().success;
+                }
+            }
+        }
+        Err(rt.raise(abi().comm_world, abi().err_in_status))
+    }
+}
+
+pub unsafe fn request_free(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        if let Some(known) = rt.requests.get(*request) {
+            // A receive goes on in the background; MPI frees the handle once it completes.
+            rt.requests.remove(*request);
+            if let Request::Persistent(p) = &known {
+                p.current.lock().take();
+            }
+            known.completed_in_mpi();
         }
         Ok(mpi::request_free(&mut *request))
     }
+}
 
-    pub unsafe fn cancel_request(&self, request: *mut MPI_Request) -> Result<Code, Error> {
-        match Entry::of(self.lookup(*request)) {
+pub unsafe fn cancel_request(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Error> {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        match Entry::of(rt.requests.get(*request)) {
             Entry::Mpi(_) => Ok(mpi::cancel(&mut *request)),
             Entry::Shim(_, op) => {
-                op.cancel(self);
+                op.cancel();
                 Ok(abi().success)
             }
+        }
+    }
+}
+
+/// Whether `Waitall` or `Testall` (which returned `code`, `all_done` its flag) completed the
+/// request at position `i`: one MPI frees is null after the call; a persistent one, which MPI
+/// keeps, completed unless the call failed and its status says it is pending (with statuses
+/// ignored, it is taken as completed).
+unsafe fn completed_in_all(
+    entry: &Entry,
+    i: usize,
+    code: Code,
+    all_done: bool,
+    after: &[MPI_Request],
+    statuses: *const MPI_Status,
+) -> bool {
+    // SAFETY: the pointers are the caller's, valid as the MPI call that reached here
+    // requires (see the module).
+    unsafe {
+        match entry {
+            Entry::Mpi(None) => false,
+            Entry::Mpi(Some(Request::Persistent(_))) => {
+                if code == abi().success {
+                    all_done
+                } else {
+                    statuses_ignored(statuses) || (*statuses.add(i)).MPI_ERROR != abi().err_pending
+                }
+            }
+            _ => after[i] == abi().request_null,
         }
     }
 }

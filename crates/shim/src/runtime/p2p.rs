@@ -1,50 +1,26 @@
-//! Receives, probes, persistent receives and send-receive pairs: each call goes to MPI while
-//! its communicator is delegated and through the shim's queues while it is taken over.
+//! Receives, probes and persistent receives: each call goes to MPI while its communicator is
+//! delegated and through the shim's queues while it is taken over ([`Comm::route`]).
 //!
 //! Safety of the `unsafe fn`s here: their pointer arguments are those of the MPI call that
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::comm::{point_to_point, Channel, Comm, Matched, Posted, Queues, Waiter};
-use super::recv::{Delivery, Persistent, Receive, RecvOp, RecvState, Taken};
-use super::request::{self, Operation, Request};
-use super::takeover::{Call, Mode, TRACK_EVERY};
+use super::comm::{Caller, Channel, Comm, Drain, ReceivedBy, Recv, Route};
+use super::completion::Completion;
+use super::receive::{Buffer, Delivery, Landed, Stage};
+use super::request::{self, Operation, Persistent, Request};
 use super::{Error, Runtime};
-use crate::config::Takeover as Policy;
-use crate::ffi::*;
-use crate::matching::{Pattern, ANY_SOURCE, ANY_TAG};
-use crate::mpi::{self, abi, empty_status, store_status, Code, Count, HeldType};
-use parking_lot::{Mutex, MutexGuard};
-use std::os::raw::{c_int, c_void};
+use crate::matching::{Class, Pattern, ANY_SOURCE, ANY_TAG};
+use crate::mpi::{
+    self, abi, empty_status, store_status, Code, Count, HeldType, MPI_Comm, MPI_Datatype,
+    MPI_Message, MPI_Request, MPI_Status,
+};
+use matchshim_core::protocol::policy::FOLLOW_EVERY;
+use matchshim_core::protocol::{PlainCall, Policy, Posted, Probe};
+use parking_lot::Mutex;
+use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// The buffer arguments of a receive call: `count` elements of `datatype` at `ptr`.
-#[derive(Clone, Copy)]
-pub struct Buffer {
-    pub ptr: *mut c_void,
-    pub count: Count,
-    pub datatype: MPI_Datatype,
-}
-
-impl Buffer {
-    /// A receive into this buffer for the length of the call.
-    fn borrowed(self) -> Receive {
-        Receive::new(self.ptr, self.count, HeldType::borrow(self.datatype))
-    }
-}
-
-/// A receive-side call MPI may take as the user made it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum PlainCall {
-    /// `Recv`: blocks inside MPI, so only while nothing needs the shim.
-    Recv,
-    /// `Irecv`: posts a receive MPI holds after the call; one in a few is followed instead.
-    Irecv,
-    /// `Iprobe`, `Improbe`: return at once. (`Probe` takes the full path: MPICH writes its
-    /// status's `MPI_ERROR`.)
-    Iprobe,
-}
 
 /// A receive's or probe's envelope arguments, checked against the communicator.
 pub struct Target {
@@ -65,7 +41,11 @@ impl Target {
         } else {
             self.tag
         };
-        point_to_point(source, tag)
+        Pattern {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        }
     }
 
     fn is_proc_null(&self) -> bool {
@@ -73,497 +53,450 @@ impl Target {
     }
 }
 
-/// Where a receive-side call goes.
-enum Route<'a> {
-    /// To MPI; `timed`: its time inside MPI is a sample for the takeover policy. While it is
-    /// held, the communicator cannot be taken over (at `MPI_THREAD_MULTIPLE`).
-    Mpi { timed: bool, permit: Permit<'a> },
-    /// Through the shim's queues, held locked.
-    Shim(MutexGuard<'a, Queues>),
+/// Checks a receive's or probe's arguments; `Err(Invalid)` lets MPI report a bad one.
+#[inline]
+pub fn target(
+    rt: &Runtime,
+    comm: MPI_Comm,
+    source: c_int,
+    tag: c_int,
+    count: Option<(Count, MPI_Datatype)>,
+) -> Result<Target, Error> {
+    let state = rt.comm(comm)?;
+    let a = abi();
+    let source_ok =
+        source == a.any_source || source == a.proc_null || (0..state.size).contains(&source);
+    let tag_ok = tag == a.any_tag || (0..=rt.tag_ub).contains(&tag);
+    let count_ok = match count {
+        Some((count, datatype)) => count >= 0 && datatype != a.datatype_null,
+        None => true,
+    };
+    if !(source_ok && tag_ok && count_ok) {
+        return Err(Error::Invalid);
+    }
+    Ok(Target {
+        comm: state,
+        source,
+        tag,
+    })
 }
 
-struct Permit<'a> {
-    comm: &'a Comm,
-    multiple: bool,
+/// Whether a receive-side call goes to MPI as the user made it, with nothing for the shim to
+/// do but count it: the way most calls go while queues are short. MPI checks the arguments
+/// itself. False: the call takes the full path.
+#[inline]
+pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
+    let Some(comm) = rt.comms.last(comm) else {
+        return false;
+    };
+    // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
+    source != abi().proc_null
+        && !(call == PlainCall::Recv && rt.needs_progress())
+        && comm.takeover.plain_delegation(rt.config.takeover, call)
 }
 
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        self.comm.takeover.leave_mpi(self.multiple);
+/// A nonblocking receive MPI now holds for a delegated communicator; followed to its
+/// completion now and then while the takeover policy watches MPI's queue.
+#[inline]
+fn delegated(rt: &Runtime, comm: &'static Comm, request: MPI_Request) {
+    let weight = if rt.process.policy == Policy::Auto {
+        comm.takeover.follow_nonblocking()
+    } else {
+        0
+    };
+    comm.takeover.posted_to_mpi(weight, rt.process.multiple);
+    if weight > 0 {
+        debug_assert_eq!(weight, FOLLOW_EVERY);
+        rt.requests.insert(request, Request::Delegated(comm));
     }
 }
 
-impl Runtime {
-    /// Checks a receive's or probe's arguments; `Err(Invalid)` lets MPI report a bad one.
-    #[inline]
-    pub fn target(
-        &self,
-        comm: MPI_Comm,
-        source: c_int,
-        tag: c_int,
-        count: Option<(Count, MPI_Datatype)>,
-    ) -> Result<Target, Error> {
-        let state = self.comm(comm)?;
-        let a = abi();
-        let source_ok =
-            source == a.any_source || source == a.proc_null || (0..state.size).contains(&source);
-        let tag_ok = tag == a.any_tag || (0..=self.tag_ub).contains(&tag);
-        let count_ok = match count {
-            Some((count, datatype)) => count >= 0 && datatype != a.datatype_null,
-            None => true,
-        };
-        if !(source_ok && tag_ok && count_ok) {
-            return Err(Error::Invalid);
-        }
-        Ok(Target {
-            comm: state,
-            source,
-            tag,
-        })
-    }
+/// A delegated receive into `buf`, posted to MPI (timed when `timed`).
+#[inline]
+unsafe fn post_delegated(
+    target: &Target,
+    buf: &Buffer,
+    route: (bool, super::comm::Permit),
+) -> Result<MPI_Request, Code> {
+    let (timed, permit) = route;
+    permit.run(
+        timed,
+        || buf.post_to_mpi(target.source, target.tag, target.comm.handle),
+        |&request| mpi::request_done(request),
+    )
+}
 
-    /// Decides where a receive-side call on `comm` goes, switching modes as the policy says.
-    #[inline]
-    fn route(&self, comm: &'static Comm) -> Route<'static> {
-        loop {
-            if comm.takeover.mode() == Mode::Delegated {
-                let call = comm.takeover.delegated_call(self.config.takeover);
-                if call != Call::TakeOver {
-                    if !comm.takeover.enter_mpi(self.multiple) {
-                        continue;
-                    }
-                    return Route::Mpi {
-                        timed: call == Call::DelegateTimed,
-                        permit: Permit {
-                            comm,
-                            multiple: self.multiple,
-                        },
-                    };
-                }
-                let mut queues = comm.queues.lock();
-                queues.take_over(comm, self);
-                return Route::Shim(queues);
-            }
-            let mut queues = comm.queues.lock();
-            if comm.takeover.mode() == Mode::Takeover && !queues.maybe_delegate(comm, self) {
-                return Route::Shim(queues);
-            }
-        }
-    }
+/// A receive of the user's the shim runs, at `stage`.
+fn user_recv(target: &Target, buffer: Buffer, received_by: ReceivedBy, stage: Stage) -> Arc<Recv> {
+    Recv::new(
+        target.comm,
+        buffer,
+        (target.source, target.tag),
+        Channel::Main,
+        received_by,
+        stage,
+    )
+}
 
-    /// Runs `call` (a receive or probe going to MPI under `permit`), timed when `timed`: a
-    /// sample for the takeover policy, which takes over when the samples say MPI searched
-    /// deep. `found` tells from the result whether MPI found the message at once (then the
-    /// call also moved it).
-    #[inline]
-    fn sampled<T>(
-        &self,
-        permit: Permit,
-        timed: bool,
-        call: impl FnOnce() -> Result<T, Code>,
-        found: impl FnOnce(&T) -> bool,
-    ) -> Result<T, Code> {
-        if timed {
-            self.timed(permit, call, found)
-        } else {
-            let result = call();
-            drop(permit);
-            result
-        }
+pub unsafe fn recv(
+    rt: &Runtime,
+    buf: Buffer,
+    target: Target,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    if target.is_proc_null() {
+        // SAFETY: the caller's status.
+        unsafe { store_status(status, &empty_status(abi().proc_null)) };
+        return Ok(abi().success);
     }
-
-    #[inline(never)]
-    fn timed<T>(
-        &self,
-        permit: Permit,
-        call: impl FnOnce() -> Result<T, Code>,
-        found: impl FnOnce(&T) -> bool,
-    ) -> Result<T, Code> {
-        let comm = permit.comm;
-        let start = self.clock.ticks();
-        let result = call();
-        let ticks = self.clock.ticks() - start;
-        // The call is in MPI now; the switch to takeover waits for every permit, this one too.
-        drop(permit);
-        if let Ok(value) = &result {
-            if comm
-                .takeover
-                .timed(ticks, self.clock.ticks_per_ns(), || found(value))
-            {
-                comm.queues.lock().take_over(comm, self);
-            }
-        }
-        result
-    }
-
-    /// A delegated receive into `buf`, posted to MPI (timed when `timed`).
-    #[inline]
-    unsafe fn post_delegated(
-        &self,
-        target: &Target,
-        buf: Buffer,
-        timed: bool,
-        permit: Permit,
-    ) -> Result<MPI_Request, Code> {
-        let comm = target.comm;
-        self.sampled(
-            permit,
-            timed,
-            || {
-                mpi::irecv(
-                    buf.ptr,
-                    buf.count,
-                    buf.datatype,
-                    target.source,
-                    target.tag,
-                    comm.handle,
-                )
-            },
-            |&request| mpi::request_done(request),
-        )
-    }
-
-    /// A nonblocking receive MPI now holds for a delegated communicator; followed to its
-    /// completion now and then while the takeover policy watches MPI's queue.
-    #[inline]
-    fn delegated(&self, comm: &'static Comm, request: MPI_Request) {
-        let weight = if self.config.takeover == Policy::Auto {
-            comm.takeover.follow_nonblocking()
-        } else {
-            0
-        };
-        comm.takeover.posted_to_mpi(weight, self.multiple);
-        if weight > 0 {
-            self.register(request, Request::Delegated(comm));
-        }
-    }
-
-    /// MPI completed (or the user freed) a followed delegated receive.
-    pub fn delegated_done(&self, comm: &Comm) {
-        comm.takeover.completed_in_mpi(TRACK_EVERY, self.multiple);
-    }
-
-    pub unsafe fn recv(
-        &self,
-        buf: Buffer,
-        target: Target,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        if target.is_proc_null() {
-            store_status(status, &empty_status(abi().proc_null));
-            return Ok(abi().success);
-        }
-        let comm = target.comm;
-        let (result, code) = match self.route(comm) {
-            Route::Mpi { timed, permit } => {
-                comm.takeover.posted_to_mpi(0, self.multiple);
-                if !timed && !self.multiple && !self.needs_progress() {
-                    // Native speed: MPI receives, fills the status and reports errors itself.
-                    return Ok(mpi::user::recv(
+    let comm = target.comm;
+    let (result, code) = match comm.route(Caller::User) {
+        Route::Mpi { timed, permit } => {
+            comm.takeover.posted_to_mpi(0, rt.process.multiple);
+            if !timed && !rt.process.multiple && !rt.needs_progress() {
+                // Native speed: MPI receives, fills the status and reports errors itself.
+                drop(permit);
+                // SAFETY: the caller's arguments.
+                return Ok(unsafe {
+                    mpi::user::recv(
                         buf.ptr,
                         buf.count,
-                        buf.datatype,
+                        buf.datatype.handle(),
                         target.source,
                         target.tag,
                         comm.handle,
                         status,
-                    ));
-                }
-                let posted = self.post_delegated(&target, buf, timed, permit);
-                match posted {
-                    Ok(mut request) => self.wait_real(&mut request),
-                    Err(err) => return Ok(err),
-                }
+                    )
+                });
             }
-            Route::Shim(mut queues) => {
-                let receive = buf.borrowed();
-                let waiter = {
-                    let receive = receive.clone();
-                    move || Waiter::blocking(receive, target.source, target.tag, Channel::Main)
-                };
-                match queues.post_drained(comm, self, target.pattern(), waiter) {
-                    Posted::Found(arrived) => {
-                        drop(queues);
-                        taken(receive.take(arrived.message, &arrived.status, Delivery::Now))
-                    }
-                    Posted::Queued(key) => {
-                        drop(queues);
-                        self.await_blocking(comm, key, &receive)
-                    }
-                }
+            // SAFETY: the caller's buffer, waited for below.
+            match unsafe { post_delegated(&target, &buf, (timed, permit)) } {
+                Ok(mut request) => wait_receive(rt, &mut request, comm),
+                Err(err) => return Ok(err),
             }
-        };
-        store_status(status, &result);
-        Ok(code)
-    }
-
-    /// Waits for the blocking receive posted under `key` and receives its message.
-    pub fn await_blocking(
-        &self,
-        comm: &'static Comm,
-        key: usize,
-        receive: &Receive,
-    ) -> (MPI_Status, Code) {
-        let mut matched = Matched::Waiting;
-        self.wait_until(None, || {
-            let mut queues = comm.queues.lock();
-            queues.drain(comm, self);
-            matched = queues.take_matched(key);
-            !matches!(matched, Matched::Waiting)
-        });
-        match matched {
-            Matched::Message(message, status) => {
-                taken(receive.take(message, &status, Delivery::Now))
-            }
-            Matched::Request(mut request) => self.wait_real(&mut request),
-            Matched::Failed(err) => (mpi::zeroed_status(), err),
-            Matched::Waiting => unreachable!("waited for a match"),
         }
-    }
-
-    /// Whether a receive-side call goes to MPI as the user made it, with nothing for the shim
-    /// to do but count it: the way most calls go while queues are short. MPI checks the
-    /// arguments itself. False: the call takes the full path.
-    #[inline]
-    pub fn plainly_delegated(&self, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
-        let Some(comm) = self.last_comm(comm) else {
-            return false;
-        };
-        // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
-        let receives = call != PlainCall::Iprobe;
-        source != abi().proc_null
-            && !(call == PlainCall::Recv && self.needs_progress())
-            && comm.takeover.plain_delegation(
-                self.config.takeover,
-                call == PlainCall::Irecv,
-                receives,
-            )
-    }
-
-    #[inline]
-    pub unsafe fn irecv(
-        &self,
-        buf: Buffer,
-        target: Target,
-        request: *mut MPI_Request,
-    ) -> Result<Code, Error> {
-        let comm = target.comm;
-        if target.is_proc_null() {
-            return self.irecv_proc_null(buf, target, request);
-        }
-        match self.route(comm) {
-            Route::Mpi { timed, permit } => {
-                let posted = self.post_delegated(&target, buf, timed, permit);
-                match posted {
-                    Ok(real) => {
-                        *request = real;
-                        self.delegated(comm, real);
-                        Ok(abi().success)
-                    }
-                    Err(err) => Ok(err),
-                }
-            }
-            Route::Shim(queues) => self.irecv_in_shim(queues, buf, target, request),
-        }
-    }
-
-    /// MPI's own status for a receive from `MPI_PROC_NULL`, which MPICH 4.0.2 gets wrong.
-    #[cold]
-    unsafe fn irecv_proc_null(
-        &self,
-        buf: Buffer,
-        target: Target,
-        request: *mut MPI_Request,
-    ) -> Result<Code, Error> {
-        let op = RecvOp::new(buf.borrowed(), target.source, target.tag, target.comm);
-        op.finish(empty_status(abi().proc_null), abi().success);
-        self.grequest_for(op, request)
-    }
-
-    #[inline(never)]
-    unsafe fn irecv_in_shim(
-        &self,
-        mut queues: MutexGuard<'static, Queues>,
-        buf: Buffer,
-        target: Target,
-        request: *mut MPI_Request,
-    ) -> Result<Code, Error> {
-        let comm = target.comm;
-        let mut held = Ok(());
-        let (posted, op) = queues.post_op(comm, self, target.pattern(), || {
-            let datatype = HeldType::hold(buf.datatype).unwrap_or_else(|err| {
-                held = Err(err);
-                HeldType::borrow(buf.datatype)
+        Route::Shim(mut shim) => {
+            let mut made = None;
+            let posted = shim.post(target.pattern(), Drain::Around, |key| {
+                let recv = user_recv(&target, buf.clone(), ReceivedBy::Caller, Stage::Queued(key));
+                made = Some(recv.clone());
+                recv
             });
-            let receive = Receive::new(buf.ptr, buf.count, datatype);
-            RecvOp::new(receive, target.source, target.tag, comm)
-        });
-        drop(queues);
-        match posted {
-            Posted::Found(mut arrived) => {
-                match mpi::imrecv(buf.ptr, buf.count, buf.datatype, &mut arrived.message) {
-                    Ok(real) => {
-                        *request = real;
-                        Ok(abi().success)
-                    }
-                    Err(err) => Ok(err),
-                }
-            }
-            Posted::Queued(_) => {
-                let op = op.expect("made when queued");
-                if let Err(err) = held {
-                    self.cancel_recv(&op);
-                    return Err(self.raise(comm.handle, err));
-                }
-                self.grequest_for(op, request)
+            drop(shim);
+            match posted {
+                Posted::Found(message) => buf.land(message, comm.handle, Delivery::Now).wait(),
+                Posted::Queued(_) => await_match(rt, &made.expect("made when queued")),
             }
         }
+    };
+    // SAFETY: the caller's status.
+    unsafe { store_status(status, &result) };
+    if code != abi().success {
+        // The shim's own calls returned it quietly; MPI_Recv raises through its communicator.
+        return Err(rt.raise(comm.handle, code));
     }
+    Ok(code)
+}
 
-    /// Gives `op` a generalized request as the user's handle.
-    pub(super) unsafe fn grequest_for<T: Operation + 'static>(
-        &self,
-        op: Arc<T>,
-        request: *mut MPI_Request,
-    ) -> Result<Code, Error> {
-        match request::start_grequest(&op) {
-            Ok(greq) => {
-                self.register(greq, Request::Op(op));
-                *request = greq;
+/// Waits for a real request of a blocking receive on `comm` with its error returned, not
+/// raised (MPICH's `Wait` and `Test` would raise it through `MPI_COMM_WORLD`, Open MPI's
+/// through `comm`): the caller raises it as `MPI_Recv` does.
+fn wait_receive(rt: &Runtime, request: &mut MPI_Request, comm: &Comm) -> (MPI_Status, Code) {
+    let raising = if cfg!(mpich) {
+        abi().comm_world
+    } else {
+        comm.handle
+    };
+    let _quiet = mpi::Quiet::new(&[raising]);
+    rt.wait_real(request)
+}
+
+/// Waits for a receive its caller lands (`ReceivedBy::Caller`) to leave its queue, then
+/// receives its message, or its request MPI completes; an error comes back unraised.
+pub fn await_match(rt: &Runtime, recv: &Recv) -> (MPI_Status, Code) {
+    let comm = recv.comm;
+    rt.wait_until(Some(comm), || !matches!(recv.stage(), Stage::Queued(_)));
+    match recv.stage() {
+        Stage::Matched(message) => recv.buffer.land(message, comm.handle, Delivery::Now).wait(),
+        Stage::InMpi(mut request) => wait_receive(rt, &mut request, comm),
+        Stage::Done => recv
+            .done
+            .outcome()
+            .map_or((mpi::zeroed_status(), abi().err_intern), |o| {
+                (o.status, o.err)
+            }),
+        Stage::Queued(_) => unreachable!("waited for a match"),
+    }
+}
+
+#[inline]
+pub unsafe fn irecv(
+    rt: &Runtime,
+    buf: Buffer,
+    target: Target,
+    request: *mut MPI_Request,
+) -> Result<Code, Error> {
+    let comm = target.comm;
+    if target.is_proc_null() {
+        // SAFETY: the caller's request.
+        return unsafe { irecv_proc_null(rt, buf, target, request) };
+    }
+    match comm.route(Caller::User) {
+        Route::Mpi { timed, permit } => {
+            // SAFETY: the caller's buffer, until MPI completes the request.
+            match unsafe { post_delegated(&target, &buf, (timed, permit)) } {
+                Ok(real) => {
+                    // SAFETY: the caller's request.
+                    unsafe { *request = real };
+                    delegated(rt, comm, real);
+                    Ok(abi().success)
+                }
+                Err(err) => Ok(err),
+            }
+        }
+        Route::Shim(shim) => {
+            // SAFETY: the caller's arguments.
+            unsafe { irecv_in_shim(rt, shim, buf, target, request) }
+        }
+    }
+}
+
+/// MPI's own status for a receive from `MPI_PROC_NULL`, which MPICH 4.0.2 gets wrong.
+#[cold]
+unsafe fn irecv_proc_null(
+    rt: &Runtime,
+    buf: Buffer,
+    target: Target,
+    request: *mut MPI_Request,
+) -> Result<Code, Error> {
+    let recv = user_recv(&target, buf, ReceivedBy::Progress, Stage::Done);
+    recv.finish(empty_status(abi().proc_null), abi().success);
+    // SAFETY: the caller's request.
+    unsafe { register_op(rt, recv, target.comm, request) }
+}
+
+#[inline(never)]
+unsafe fn irecv_in_shim(
+    rt: &Runtime,
+    mut shim: super::comm::Shim,
+    buf: Buffer,
+    target: Target,
+    request: *mut MPI_Request,
+) -> Result<Code, Error> {
+    let comm = target.comm;
+    let mut held = Ok(());
+    let mut made = None;
+    let posted = shim.post(target.pattern(), Drain::Around, |key| {
+        // The user may free a derived datatype while the receive waits.
+        let datatype = HeldType::hold(buf.datatype.handle()).unwrap_or_else(|err| {
+            held = Err(err);
+            buf.datatype.clone()
+        });
+        let buffer = Buffer {
+            datatype,
+            ..buf.clone()
+        };
+        let recv = user_recv(&target, buffer, ReceivedBy::Progress, Stage::Queued(key));
+        made = Some(recv.clone());
+        recv
+    });
+    drop(shim);
+    match posted {
+        Posted::Found(message) => match buf.land(message, comm.handle, Delivery::Request) {
+            Landed::Moving(real) => {
+                // SAFETY: the caller's request.
+                unsafe { *request = real };
                 Ok(abi().success)
             }
-            Err(err) => {
-                op.cancel(self);
-                Err(self.raise(op.focus().handle, err))
+            Landed::Done(_, err) => Ok(err),
+        },
+        Posted::Queued(_) => {
+            let recv = made.expect("made when queued");
+            if let Err(err) = held {
+                comm.cancel(&recv);
+                return Err(rt.raise(comm.handle, err));
             }
+            // SAFETY: the caller's request.
+            unsafe { register_op(rt, recv, comm, request) }
         }
     }
+}
 
-    pub unsafe fn recv_init(
-        &self,
-        buf: Buffer,
-        target: Target,
-        request: *mut MPI_Request,
-    ) -> Result<Code, Error> {
-        let handle = match mpi::recv_init(
+/// Gives `op` a generalized request as the user's handle.
+pub unsafe fn register_op<T: Operation + 'static>(
+    rt: &Runtime,
+    op: Arc<T>,
+    comm: &Comm,
+    request: *mut MPI_Request,
+) -> Result<Code, Error> {
+    match request::start_grequest(&op) {
+        Ok(greq) => {
+            rt.requests.insert(greq, Request::Op(op));
+            // SAFETY: the caller's request.
+            unsafe { *request = greq };
+            Ok(abi().success)
+        }
+        Err(err) => {
+            op.cancel();
+            Err(rt.raise(comm.handle, err))
+        }
+    }
+}
+
+/// A receive the shim queued, as the user's request sees it.
+impl Operation for Recv {
+    fn completion(&self) -> &Completion {
+        &self.done
+    }
+
+    fn focus(&self) -> &'static Comm {
+        self.comm
+    }
+
+    fn cancel(&self) {
+        self.comm.cancel(self);
+    }
+
+    fn pending_status(&self) -> MPI_Status {
+        mpi::empty_status(self.source)
+    }
+}
+
+pub unsafe fn recv_init(
+    rt: &Runtime,
+    buf: Buffer,
+    target: Target,
+    request: *mut MPI_Request,
+) -> Result<Code, Error> {
+    let datatype = buf.datatype.handle();
+    // SAFETY: the caller's arguments; MPI uses the buffer whenever the request is active.
+    let handle = match unsafe {
+        mpi::recv_init(
             buf.ptr,
             buf.count,
-            buf.datatype,
+            datatype,
             target.source,
             target.tag,
             target.comm.handle,
-        ) {
-            Ok(handle) => handle,
-            Err(err) => return Ok(err),
-        };
-        let datatype = match HeldType::hold(buf.datatype) {
-            Ok(held) => held,
-            Err(err) => return Err(self.raise(target.comm.handle, err)),
-        };
-        *request = handle;
-        let persistent = Persistent {
-            buf: buf.ptr,
-            count: buf.count,
-            datatype,
-            source: target.source,
-            tag: target.tag,
-            comm: target.comm,
-            current: Mutex::new(None),
-            in_mpi: false.into(),
-        };
-        self.register(handle, Request::Persistent(Arc::new(persistent)));
-        Ok(abi().success)
-    }
+        )
+    } {
+        Ok(handle) => handle,
+        Err(err) => return Ok(err),
+    };
+    let datatype = match HeldType::hold(datatype) {
+        Ok(held) => held,
+        Err(err) => return Err(rt.raise(target.comm.handle, err)),
+    };
+    // SAFETY: the caller's request.
+    unsafe { *request = handle };
+    let persistent = Persistent {
+        buffer: Buffer { datatype, ..buf },
+        source: target.source,
+        tag: target.tag,
+        comm: target.comm,
+        current: Mutex::new(None),
+        in_mpi: false.into(),
+    };
+    rt.requests
+        .insert(handle, Request::Persistent(Arc::new(persistent)));
+    Ok(abi().success)
+}
 
-    /// Starts a persistent receive (or passes a real request to MPI).
-    pub unsafe fn start(&self, request: *mut MPI_Request) -> Result<Code, Error> {
-        let Some(Request::Persistent(p)) = self.lookup(*request) else {
-            return Ok(mpi::start(&mut *request));
-        };
-        let active = p.in_mpi.load(Ordering::Acquire) || p.current.lock().is_some();
-        if active {
-            return Err(self.raise(p.comm.handle, abi().err_request));
+/// Starts a persistent receive (or passes a real request to MPI).
+pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Error> {
+    // SAFETY: the caller's request.
+    let handle = unsafe { *request };
+    let Some(Request::Persistent(p)) = rt.requests.get(handle) else {
+        // SAFETY: as above.
+        return Ok(mpi::start(unsafe { &mut *request }));
+    };
+    let active = p.in_mpi.load(Ordering::Acquire) || p.current.lock().is_some();
+    if active {
+        return Err(rt.raise(p.comm.handle, abi().err_request));
+    }
+    let target = Target {
+        comm: p.comm,
+        source: p.source,
+        tag: p.tag,
+    };
+    // Completed at once with the status MPI defines, which MPICH 4.0.2 gets wrong.
+    if target.is_proc_null() {
+        let recv = user_recv(&target, p.buffer.clone(), ReceivedBy::Progress, Stage::Done);
+        recv.finish(empty_status(abi().proc_null), abi().success);
+        *p.current.lock() = Some(recv);
+        return Ok(abi().success);
+    }
+    let comm = p.comm;
+    match comm.route(Caller::User) {
+        Route::Mpi { timed, permit } => {
+            let started = permit.run(
+                timed,
+                // SAFETY: the caller's inactive persistent request.
+                || mpi::check(mpi::start(unsafe { &mut *request })),
+                // SAFETY: as above, now started.
+                |_| mpi::request_done(unsafe { *request }),
+            );
+            let code = started.err().unwrap_or(abi().success);
+            if code == abi().success {
+                p.in_mpi.store(true, Ordering::Release);
+                // Persistent receives are registered anyway: each is followed.
+                let weight = (rt.process.policy == Policy::Auto) as usize;
+                comm.takeover.posted_to_mpi(weight, rt.process.multiple);
+            }
+            Ok(code)
         }
-        // Completed at once with the status MPI defines, which MPICH 4.0.2 gets wrong.
-        if p.source == abi().proc_null {
-            let op = RecvOp::new(p.receive(), p.source, p.tag, p.comm);
-            op.finish(empty_status(abi().proc_null), abi().success);
-            *p.current.lock() = Some(op);
-            return Ok(abi().success);
-        }
-        let comm = p.comm;
-        let started = match self.route(comm) {
-            Route::Mpi { timed, permit } => {
-                let started = self.sampled(
-                    permit,
-                    timed,
-                    || mpi::check(mpi::start(&mut *request)),
-                    |_| mpi::request_done(*request),
+        Route::Shim(mut shim) => {
+            let mut made = None;
+            let posted = shim.post(target.pattern(), Drain::Around, |key| {
+                let recv = user_recv(
+                    &target,
+                    p.buffer.clone(),
+                    ReceivedBy::Progress,
+                    Stage::Queued(key),
                 );
-                let code = started.err().unwrap_or(abi().success);
-                if code == abi().success {
-                    p.in_mpi.store(true, Ordering::Release);
-                    // Persistent receives are registered anyway: each is followed.
-                    let weight = (self.config.takeover == Policy::Auto) as usize;
-                    comm.takeover.posted_to_mpi(weight, self.multiple);
+                made = Some(recv.clone());
+                recv
+            });
+            let recv = match posted {
+                Posted::Queued(_) => made.expect("made when queued"),
+                Posted::Found(message) => {
+                    // Landed at once, under the communicator's lock: never seen queued.
+                    let stage = Stage::Matched(message);
+                    let recv = user_recv(&target, p.buffer.clone(), ReceivedBy::Progress, stage);
+                    shim.land_now(recv.clone(), message);
+                    recv
                 }
-                Ok(code)
-            }
-            Route::Shim(mut queues) => {
-                let target = Target {
-                    comm,
-                    source: p.source,
-                    tag: p.tag,
-                };
-                let op = RecvOp::new(p.receive(), p.source, p.tag, comm);
-                let (posted, _) = queues.post_op(comm, self, target.pattern(), || op.clone());
-                if let Posted::Found(arrived) = posted {
-                    queues.start_receive(comm, self, op.clone(), arrived);
-                }
-                *p.current.lock() = Some(op);
-                Ok(abi().success)
-            }
-        };
-        started
-    }
-
-    /// MPI finished the start of a persistent receive it ran.
-    pub fn persistent_done_in_mpi(&self, p: &Persistent) {
-        if p.in_mpi.swap(false, Ordering::AcqRel) && self.config.takeover == Policy::Auto {
-            p.comm.takeover.completed_in_mpi(1, self.multiple);
+            };
+            drop(shim);
+            *p.current.lock() = Some(recv);
+            Ok(abi().success)
         }
     }
+}
 
-    /// Cancels a receive of the shim's that has not matched yet (it completes as cancelled);
-    /// one MPI holds is cancelled by MPI.
-    pub fn cancel_recv(&self, op: &RecvOp) {
-        let comm = op.comm;
-        let mut queues = comm.queues.lock();
-        match op.state() {
-            RecvState::Posted(_) => {
-                if queues.cancel(comm, self, op) {
-                    drop(queues);
-                    op.finish_cancelled();
-                }
-            }
-            RecvState::Receiving(mut request) => {
-                mpi::cancel(&mut request);
-            }
-            RecvState::New | RecvState::Done => {}
-        }
-    }
+/// How long a probe looks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// `MPI_Iprobe`, `MPI_Improbe`.
+    Once,
+    /// `MPI_Probe`, `MPI_Mprobe`: with progress, until a message is there.
+    UntilFound,
+}
 
-    /// `Probe`/`Iprobe` (`remove` false) and `Mprobe`/`Improbe` (`remove` true).
-    pub unsafe fn probe(
-        &self,
-        target: Target,
-        blocking: bool,
-        remove: bool,
-        flag: *mut c_int,
-        message: *mut MPI_Message,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        if target.is_proc_null() {
+/// `Probe`/`Iprobe` ([`Probe::Peek`]) and `Mprobe`/`Improbe` ([`Probe::Remove`]).
+pub unsafe fn probe(
+    rt: &Runtime,
+    target: Target,
+    poll: Poll,
+    probe: Probe,
+    flag: *mut c_int,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    let remove = probe == Probe::Remove;
+    if target.is_proc_null() {
+        // SAFETY: the caller's flag, message and status.
+        unsafe {
             if !flag.is_null() {
                 *flag = 1;
             }
@@ -571,38 +504,38 @@ impl Runtime {
                 *message = abi().message_no_proc;
             }
             store_status(status, &empty_status(abi().proc_null));
-            return Ok(abi().success);
         }
-        let comm = target.comm;
-        let mut found;
-        loop {
-            match self.route(comm) {
-                Route::Mpi { timed, permit } => {
-                    let probe = || {
-                        if remove {
-                            mpi::improbe(target.source, target.tag, comm.handle)
-                        } else {
-                            mpi::iprobe(target.source, target.tag, comm.handle)
-                                .map(|s| s.map(|s| (abi().message_null, s)))
-                        }
-                    };
-                    let probed = self.sampled(permit, timed, probe, Option::is_some);
-                    match probed {
-                        Err(err) => return Ok(err),
-                        Ok(hit) => found = hit,
+        return Ok(abi().success);
+    }
+    let comm = target.comm;
+    let found = loop {
+        let found = match comm.route(Caller::User) {
+            Route::Mpi { timed, permit } => {
+                let probe = || {
+                    if remove {
+                        mpi::improbe(target.source, target.tag, comm.handle)
+                    } else {
+                        mpi::iprobe(target.source, target.tag, comm.handle)
+                            .map(|s| s.map(|s| (abi().message_null, s)))
                     }
-                }
-                Route::Shim(mut queues) => {
-                    queues.drain(comm, self);
-                    found = queues.probe(self, target.pattern(), remove);
+                };
+                match permit.run(timed, probe, Option::is_some) {
+                    Err(err) => return Ok(err),
+                    Ok(found) => found,
                 }
             }
-            if found.is_some() || !blocking {
-                break;
-            }
-            self.progress(None);
-            std::thread::yield_now();
+            Route::Shim(mut shim) => shim
+                .probe(target.pattern(), probe)
+                .map(|m| (m.handle, m.status)),
+        };
+        if found.is_some() || poll == Poll::Once {
+            break found;
         }
+        rt.progress(None);
+        std::thread::yield_now();
+    };
+    // SAFETY: the caller's flag, message and status.
+    unsafe {
         if !flag.is_null() {
             *flag = found.is_some() as c_int;
         }
@@ -612,30 +545,27 @@ impl Runtime {
             }
             store_status(status, &st);
         }
-        Ok(abi().success)
     }
-
-    /// `Sendrecv` and `Sendrecv_replace`: `send` starts the send half (a real request).
-    pub unsafe fn sendrecv(
-        &self,
-        send: impl FnOnce() -> Result<MPI_Request, Code>,
-        buf: Buffer,
-        target: Target,
-        status: *mut MPI_Status,
-    ) -> Result<Code, Error> {
-        let mut send = match send() {
-            Ok(request) => request,
-            Err(err) => return Ok(err),
-        };
-        let recv = self.recv(buf, target, status)?;
-        let (_, sent) = self.wait_real(&mut send);
-        Ok(if recv != abi().success { recv } else { sent })
-    }
+    Ok(abi().success)
 }
 
-fn taken(taken: Taken) -> (MPI_Status, Code) {
-    match taken {
-        Taken::Done(status, err) => (status, err),
-        Taken::Moving(mut request) => mpi::wait(&mut request),
+/// `Sendrecv` and `Sendrecv_replace`: `send` starts the send half (a real request).
+pub unsafe fn sendrecv(
+    rt: &Runtime,
+    send: impl FnOnce() -> Result<MPI_Request, Code>,
+    buf: Buffer,
+    target: Target,
+    status: *mut MPI_Status,
+) -> Result<Code, Error> {
+    let mut send = match send() {
+        Ok(request) => request,
+        Err(err) => return Ok(err),
+    };
+    // SAFETY: the caller's arguments.
+    let recv = unsafe { recv(rt, buf, target, status) };
+    let (_, sent) = rt.wait_real(&mut send);
+    match recv {
+        Ok(code) if code == abi().success => Ok(sent),
+        recv => recv,
     }
 }

@@ -1,53 +1,14 @@
 //! The per-rank matching report written at `MPI_Finalize`.
 
-use super::comm::Comm;
+use super::table::Totals;
 use super::Runtime;
 use crate::config::{CollMode, Verbosity};
-use crate::ffi::BUILT_FOR;
-use crate::matching::{EngineKind, EngineStats};
-use crate::mpi::{self, abi};
-use crate::report::{Bursts, CommReport, RankReport, Tally, Traffic, VERSION};
+use crate::matching::EngineKind;
+use crate::mpi::{self, abi, BUILT_FOR};
+use crate::report::{RankReport, Tally, Traffic, VERSION};
 use std::io::Write;
-use std::sync::atomic::Ordering::Relaxed;
-
-/// Counters summed over a rank's communicators.
-#[derive(Clone, Default)]
-pub struct Totals {
-    pub stats: EngineStats,
-    pub match_ticks: [u64; 2],
-    pub communicators: u64,
-    pub posted_left: u64,
-    pub unexpected_left: u64,
-    pub comms: Vec<CommReport>,
-    pub bursts: Bursts,
-}
 
 impl Totals {
-    pub fn add_comm(&mut self, comm: &Comm, rt: &Runtime) {
-        let (stats, match_ticks, (posted, unexpected), assertions) = comm.stats();
-        self.stats.merge(&stats);
-        self.match_ticks[0] += match_ticks[0];
-        self.match_ticks[1] += match_ticks[1];
-        self.communicators += 1;
-        self.bursts.add(&comm.bursts());
-        self.posted_left += posted as u64;
-        self.unexpected_left += unexpected as u64;
-        let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(rt.clock.elapsed_ns());
-        let report = CommReport {
-            id: comm.id,
-            size: comm.size.max(0) as usize,
-            switches: comm.takeover.switches.load(Relaxed),
-            delegated_time_ns,
-            delegated_receives: comm.takeover.delegated_receives.load(Relaxed) as u64,
-            takeover_time_ns,
-            takeover_matches: stats.point_to_point.matches + stats.collective.matches,
-            assertions: assertions.keys(),
-        };
-        if report.delegated_receives + report.takeover_matches > 0 {
-            self.comms.push(report);
-        }
-    }
-
     /// This rank's report.
     pub fn report(&self, rt: &Runtime) -> RankReport {
         let p2p_ns = rt.clock.nanos(self.match_ticks[0]);

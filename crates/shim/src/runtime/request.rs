@@ -10,65 +10,16 @@
 //! receives, and the receives MPI matches for a delegated communicator (only counted, so the
 //! takeover policy knows how many MPI holds).
 
-use super::comm::Comm;
-use super::recv::{Persistent, RecvOp};
-use super::Runtime;
-use crate::ffi::{MPI_Request, MPI_Status};
-use crate::mpi::{self, abi, Code, HandleKey};
+use super::comm::{Comm, Recv};
+use super::completion::Completion;
+use super::receive::Buffer;
+use crate::mpi::{self, abi, Code, HandleKey, MPI_Request, MPI_Status};
+use matchshim_core::protocol::{policy::FOLLOW_EVERY, Policy};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
-
-/// How an operation ended.
-#[derive(Clone, Copy)]
-pub struct Outcome {
-    pub status: MPI_Status,
-    pub err: Code,
-}
-
-/// The end of an operation, and the generalized request that tells the user about it.
-pub struct Completion {
-    inner: Mutex<(Option<Outcome>, MPI_Request)>,
-}
-
-impl Default for Completion {
-    fn default() -> Self {
-        Completion {
-            inner: Mutex::new((None, abi().request_null)),
-        }
-    }
-}
-
-// SAFETY: handles are plain values.
-unsafe impl Send for Completion {}
-unsafe impl Sync for Completion {}
-
-impl Completion {
-    /// Records the outcome and completes the generalized request, if any. Once only.
-    pub fn finish(&self, status: MPI_Status, err: Code) {
-        let greq = {
-            let mut inner = self.inner.lock();
-            if inner.0.is_some() {
-                return;
-            }
-            inner.0 = Some(Outcome { status, err });
-            inner.1
-        };
-        if greq != abi().request_null {
-            mpi::grequest_complete(greq);
-        }
-    }
-
-    pub fn outcome(&self) -> Option<Outcome> {
-        self.inner.lock().0
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.inner.lock().0.is_some()
-    }
-}
 
 /// Something the shim completes for the user.
 pub trait Operation: Send + Sync {
@@ -81,7 +32,7 @@ pub trait Operation: Send + Sync {
     }
     /// `MPI_Cancel`; collectives and sends cannot be cancelled, receives that have not matched
     /// can.
-    fn cancel(&self, _rt: &Runtime) {}
+    fn cancel(&self) {}
     /// The status a query gets before the operation completed (MPI asks only after).
     fn pending_status(&self) -> MPI_Status {
         mpi::empty_status(abi().any_source)
@@ -96,15 +47,8 @@ pub fn start_grequest<T: Operation + 'static>(op: &Arc<T>) -> Result<MPI_Request
     // reclaims it.
     match unsafe { mpi::grequest_start(query_fn::<T>, free_fn::<T>, cancel_fn::<T>, state) } {
         Ok(request) => {
-            let completed = {
-                let mut inner = op.completion().inner.lock();
-                inner.1 = request;
-                inner.0.is_some()
-            };
-            // Finished before the request existed (a receive from MPI_PROC_NULL).
-            if completed {
-                mpi::grequest_complete(request);
-            }
+            // Finished before the request existed (a receive from MPI_PROC_NULL): completed now.
+            op.completion().attach(request);
             Ok(request)
         }
         Err(err) => {
@@ -115,13 +59,19 @@ pub fn start_grequest<T: Operation + 'static>(op: &Arc<T>) -> Result<MPI_Request
     }
 }
 
+/// The operation behind a generalized request's state.
+///
+/// # Safety
+/// `state` is the `Arc<T>` that [`start_grequest`] gave MPI, not yet freed.
 unsafe fn op_of<'a, T>(state: *mut c_void) -> &'a T {
-    &*(state as *const T)
+    // SAFETY: as the caller promises.
+    unsafe { &*(state as *const T) }
 }
 
 unsafe extern "C" fn query_fn<T: Operation>(state: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let op = op_of::<T>(state);
-    *status = match op.completion().outcome() {
+    // SAFETY: MPI passes the state it was given, alive until `free_fn`.
+    let op = unsafe { op_of::<T>(state) };
+    let filled = match op.completion().outcome() {
         Some(outcome) => {
             let mut status = outcome.status;
             status.MPI_ERROR = outcome.err;
@@ -129,23 +79,55 @@ unsafe extern "C" fn query_fn<T: Operation>(state: *mut c_void, status: *mut MPI
         }
         None => op.pending_status(),
     };
+    // SAFETY: MPI passes a status to fill.
+    unsafe { *status = filled };
     abi().success
 }
 
 unsafe extern "C" fn free_fn<T>(state: *mut c_void) -> c_int {
-    drop(Arc::from_raw(state as *const T));
+    // SAFETY: MPI frees the request once: the `Arc` leaked in `start_grequest` goes.
+    drop(unsafe { Arc::from_raw(state as *const T) });
     abi().success
 }
 
 /// MPI calls this only when a program cancels through `PMPI_Cancel` directly; `MPI_Cancel` is
 /// intercepted and cancels through the runtime.
 unsafe extern "C" fn cancel_fn<T: Operation>(state: *mut c_void, complete: c_int) -> c_int {
-    if complete == 0 {
-        if let Some(rt) = super::runtime() {
-            op_of::<T>(state).cancel(rt);
-        }
+    if complete == 0 && !super::thread::in_shim() {
+        // SAFETY: as for `query_fn`.
+        unsafe { op_of::<T>(state) }.cancel();
     }
     abi().success
+}
+
+/// A persistent receive. The user's handle is a real persistent request with the user's
+/// arguments: MPI starts it while the communicator is delegated, and it keeps the
+/// communicator and datatype alive in MPI; while the shim matches for the communicator, each
+/// start is a receive of the shim's instead.
+pub struct Persistent {
+    pub buffer: Buffer,
+    pub source: c_int,
+    pub tag: c_int,
+    pub comm: &'static Comm,
+    /// The shim's receive of the current start, while the shim runs it.
+    pub current: Mutex<Option<Arc<Recv>>>,
+    /// MPI runs the current start (the communicator was delegated).
+    pub in_mpi: AtomicBool,
+}
+
+impl Persistent {
+    /// The shim's receive of the current start, if the shim runs it.
+    pub fn shim_op(&self) -> Option<Arc<Recv>> {
+        self.current.lock().clone()
+    }
+
+    /// MPI finished (or the user freed) the start it ran: the policy counts it out.
+    pub fn done_in_mpi(&self) {
+        let process = self.comm.process;
+        if self.in_mpi.swap(false, AcqRel) && process.policy == Policy::Auto {
+            self.comm.takeover.completed_in_mpi(1, process.multiple);
+        }
+    }
 }
 
 /// What stands behind a user's request handle the shim knows.
@@ -178,12 +160,16 @@ impl Request {
             Request::Delegated(_) => None,
         }
     }
-}
 
-/// The receive behind a persistent request while the shim runs it.
-impl Persistent {
-    pub fn shim_op(&self) -> Option<Arc<RecvOp>> {
-        self.current.lock().clone()
+    /// MPI completed (or the user freed) the request: what the shim counted for it goes.
+    pub fn completed_in_mpi(&self) {
+        match self {
+            Request::Delegated(comm) => comm
+                .takeover
+                .completed_in_mpi(FOLLOW_EVERY, comm.process.multiple),
+            Request::Persistent(p) => p.done_in_mpi(),
+            Request::Op(_) => {}
+        }
     }
 }
 

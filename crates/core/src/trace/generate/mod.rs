@@ -8,7 +8,6 @@
 //! runs here do), which the simulation is checked against; `cluster` gives every thread its own
 //! core and the network's latency, for the scales no single machine runs.
 
-mod coll;
 mod programs;
 pub mod sim;
 

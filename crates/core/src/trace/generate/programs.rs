@@ -4,9 +4,9 @@
 //! a time, and large loops of receives or sends stay compact until the simulation reaches
 //! them, so thousands of ranks fit in memory.
 
-use super::coll::{self, Call, Peers};
 use super::sim::{Script, Step};
 use super::Rng;
+use crate::protocol::coll::{algorithms as a, Element, Kind, Peers, Shape};
 
 /// A collective a program calls (blocking), before it is laid out for one rank.
 #[derive(Clone, Copy, Debug)]
@@ -22,17 +22,35 @@ pub enum Collective {
 }
 
 impl Collective {
-    fn call(self, r: i32, n: i32) -> Call {
-        match self {
-            Collective::Barrier => coll::barrier(r, n),
-            Collective::Bcast { bytes, root } => coll::bcast(r, n, bytes, root),
-            Collective::Reduce { bytes, root } => coll::reduce(r, n, bytes, root),
-            Collective::Allreduce { count, elem } => coll::allreduce(r, n, count, elem),
-            Collective::Gather { block, root } => coll::gather(r, n, block, root),
-            Collective::Gatherv { root } => coll::gatherv(r, n, root),
-            Collective::Alltoall { block } => coll::alltoall(r, n, block),
-            Collective::Alltoallv => coll::alltoallv(r, n),
-        }
+    /// The call on rank `r` of `n`, laid out by the shim's own algorithms: byte buffers,
+    /// commutative reductions, equal blocks (the `v` forms one element per rank).
+    fn call(self, r: i32, n: i32) -> Shape {
+        const BYTE: Element = Element(1);
+        let shape = match self {
+            Collective::Barrier => Shape::of(Kind::Barrier, r, n, a::barrier),
+            Collective::Bcast { bytes, root } => Shape::of(Kind::Bcast, r, n, |p| {
+                a::bcast(p, (), bytes as i32, BYTE, root)
+            }),
+            Collective::Reduce { bytes, root } => Shape::of(Kind::Reduce, r, n, |p| {
+                a::reduce(p, (), (), bytes as i32, BYTE, (), root)
+            }),
+            Collective::Allreduce { count, elem } => Shape::of(Kind::Allreduce, r, n, |p| {
+                a::allreduce(p, (), (), count as i32, Element(elem), ())
+            }),
+            Collective::Gather { block, root } => Shape::of(Kind::Gather, r, n, |p| {
+                a::gather(p, (), block as i32, BYTE, (), block as i32, BYTE, root)
+            }),
+            Collective::Gatherv { root } => Shape::of(Kind::Gatherv, r, n, |p| {
+                a::gatherv(p, (), 1, BYTE, (), 1, 0, BYTE, root)
+            }),
+            Collective::Alltoall { block } => Shape::of(Kind::Alltoall, r, n, |p| {
+                a::alltoall(p, (), block as i32, BYTE, (), block as i32, BYTE)
+            }),
+            Collective::Alltoallv => Shape::of(Kind::Alltoallv, r, n, |p| {
+                a::alltoallv(p, (), 1, 0, BYTE, (), 1, 0, BYTE)
+            }),
+        };
+        shape.expect("the programs call collectives with valid arguments")
     }
 }
 

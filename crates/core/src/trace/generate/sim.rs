@@ -1,22 +1,28 @@
-//! A discrete-event simulation of MPI programs running on the shim: threads of ranks post
-//! receives, send, wait, compute and call collectives (as the shim's schedules); messages
-//! reach the receiving rank's MPI after a latency and enter its engine when the rank drains
-//! MPI, as the shim does (point-to-point traffic whenever the rank is in MPI, collective traffic
+//! A discrete-event simulation of MPI programs running on the shim, every rank with the shim's
+//! own protocol (`crate::protocol`) taken over: threads of ranks post receives, send, wait,
+//! compute and call collectives (as the shim's schedules lay them out); messages reach the
+//! receiving rank's MPI after a latency and enter its queues when the rank drains MPI (the
+//! protocol's `Inbox`; point-to-point traffic whenever the rank is in MPI, collective traffic
 //! only while one of its collectives runs). Threads share a machine's cores: on fewer cores
 //! than threads a thread runs for a quantum or until it waits, polls a while, and then gives its
 //! core away, as the shim's ranks do on an oversubscribed node.
 //!
-//! Matching uses one queue per (source, tag, traffic type): the generated programs use no
-//! wildcards, so the earliest posted receive or arrived message with the same key is exactly
-//! the match of one ordered list, and the traces carry the answers every engine must give.
+//! The engine under the protocol has one queue per (source, tag, traffic type): the generated
+//! programs use no wildcards, so the earliest posted receive or arrived message with the same
+//! key is exactly the match of one ordered list, and the traces carry the answers every engine
+//! must give.
 
-use super::coll::{Call, Part};
 use super::Rng;
-use crate::matching::{Class, Envelope, Pattern};
-use crate::trace::{Event, Op};
+use crate::matching::{
+    Class, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern, RecvId,
+};
+use crate::protocol::coll::{Form, Part, Shape, TagLayout};
+use crate::protocol::{Inbox, Posted as Queued, Queues};
+use crate::trace::{Event, Header, Recording, Trace};
 use rustc_hash::FxHashMap as IntMap;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// What the simulated machine costs.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,9 +65,9 @@ pub enum Step {
     Compute {
         ns: f64,
     },
-    /// A blocking collective; `seq` numbers the calls on the communicator.
+    /// A blocking collective; `seq` numbers the blocking calls on the communicator.
     Collective {
-        call: Call,
+        call: Shape,
         seq: u32,
     },
     /// Every thread of the rank meets here (a pthread barrier: waiting threads sleep).
@@ -71,15 +77,6 @@ pub enum Step {
 /// The steps of one thread, made as the simulation asks for them.
 pub trait Script {
     fn next(&mut self) -> Option<Step>;
-}
-
-/// The tag of every message of a collective call, as the shim makes it (blocking calls).
-fn collective_tag(seq: u32, class: Class) -> i32 {
-    let Class::Collective { kind, size_class } = class else {
-        unreachable!("collective tags are for collective classes")
-    };
-    const SEQ_MASK: u32 = (1 << 22) - 1;
-    (((seq << 1) & SEQ_MASK) << 9 | (kind as u32) << 4 | size_class as u32) as i32
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -148,23 +145,21 @@ fn pop<T>(map: &mut IntMap<Key, Queue<T>>, k: Key) -> Option<T> {
     }
 }
 
-/// A posted receive: its id, the thread that waits for it, and whether a collective round
-/// (rather than the program) waits.
+/// A posted receive: the thread that waits for it, and whether a collective round (rather
+/// than the program) waits.
 #[derive(Clone, Copy)]
 struct Posted {
-    id: u64,
     thread: u32,
     round: bool,
 }
 
-/// One rank's matching, and its trace when it is kept.
+/// Exact-key matching under the protocol: the programs post no wildcards.
 #[derive(Default)]
-struct Engine {
-    posted: IntMap<Key, Queue<Posted>>,
-    unexpected: IntMap<Key, Queue<u64>>,
-    unexpected_count: usize,
-    next_id: u64,
-    trace: Option<Vec<Event>>,
+struct Keyed {
+    posted: IntMap<Key, Queue<RecvId>>,
+    unexpected: IntMap<Key, Queue<MsgId>>,
+    queued: (usize, usize),
+    stats: EngineStats,
 }
 
 /// Source, tag and traffic type packed, then mixed (splitmix64's bijective finalizer): the
@@ -178,67 +173,89 @@ fn key(src: i32, tag: i32, class: Class) -> Key {
     z ^ (z >> 31)
 }
 
-impl Engine {
-    fn record(&mut self, op: Op, result: Option<u64>) {
-        if let Some(trace) = &mut self.trace {
-            trace.push(Event { op, result });
+impl MatchEngine for Keyed {
+    fn post(&mut self, want: Pattern, recv: RecvId) -> Option<MsgId> {
+        let k = key(want.source, want.tag, want.class);
+        let found = pop(&mut self.unexpected, k);
+        match found {
+            Some(_) => self.queued.1 -= 1,
+            None => {
+                push(&mut self.posted, k, recv);
+                self.queued.0 += 1;
+            }
         }
-    }
-
-    /// A message arrives: the receive it matches, if one is posted.
-    fn arrive(&mut self, msg: &Msg) -> Option<Posted> {
-        let k = key(msg.src, msg.tag, msg.class);
-        let id = self.next_id;
-        self.next_id += 1;
-        let found = pop(&mut self.posted, k);
-        if found.is_none() {
-            push(&mut self.unexpected, k, id);
-            self.unexpected_count += 1;
-        }
-        let env = Envelope {
-            source: msg.src,
-            tag: msg.tag,
-            class: msg.class,
-        };
-        self.record(Op::Arrive { env, msg: id }, found.map(|p| p.id));
         found
     }
 
-    /// A receive is posted: true if an unexpected message matched it at once.
-    fn post(&mut self, src: i32, tag: i32, class: Class, thread: u32, round: bool) -> bool {
-        let k = key(src, tag, class);
-        let id = self.next_id;
-        self.next_id += 1;
-        let found = pop(&mut self.unexpected, k);
+    fn arrive(&mut self, env: Envelope, msg: MsgId) -> Option<RecvId> {
+        let k = key(env.source, env.tag, env.class);
+        let found = pop(&mut self.posted, k);
         match found {
-            Some(_) => self.unexpected_count -= 1,
-            None => push(&mut self.posted, k, Posted { id, thread, round }),
+            Some(_) => self.queued.0 -= 1,
+            None => {
+                push(&mut self.unexpected, k, msg);
+                self.queued.1 += 1;
+            }
         }
-        let want = Pattern {
-            source: src,
-            tag,
-            class,
+        found
+    }
+
+    fn probe(&mut self, want: Pattern, remove: bool) -> Option<MsgId> {
+        let k = key(want.source, want.tag, want.class);
+        if remove {
+            let found = pop(&mut self.unexpected, k);
+            self.queued.1 -= found.is_some() as usize;
+            return found;
+        }
+        match self.unexpected.get(&k)? {
+            Queue::One(msg) => Some(*msg),
+            Queue::Many(q) => q.front().copied(),
+        }
+    }
+
+    fn cancel(&mut self, recv: RecvId) -> bool {
+        let found = self.posted.iter_mut().find_map(|(&k, q)| match q {
+            Queue::One(r) if *r == recv => Some((k, true)),
+            Queue::Many(v) => v.iter().position(|&r| r == recv).map(|i| {
+                v.remove(i);
+                (k, v.is_empty())
+            }),
+            Queue::One(_) => None,
+        });
+        let Some((k, emptied)) = found else {
+            return false;
         };
-        self.record(Op::Post { want, recv: id }, found);
-        found.is_some()
+        if emptied {
+            self.posted.remove(&k);
+        }
+        self.queued.0 -= 1;
+        true
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        self.queued
+    }
+
+    fn stats(&self) -> &EngineStats {
+        &self.stats
     }
 }
 
+fn keyed(_kind: EngineKind, _params: &EngineParams) -> Box<dyn MatchEngine> {
+    Box::new(Keyed::default())
+}
+
+/// A rank's MPI: the messages in it, not yet drained (point-to-point, collective).
 #[derive(Default)]
-struct Rank {
-    /// Messages in MPI, not yet drained: point-to-point and collective.
+struct InMpi {
     p2p: BinaryHeap<Msg>,
     coll: BinaryHeap<Msg>,
     /// Threads of this rank inside a collective (its traffic is drained only then).
     colls_running: u32,
-    engine: Engine,
-    threads: Vec<u32>,
-    /// Threads at the thread barrier, and the latest time one got there.
-    at_barrier: (usize, f64),
 }
 
-impl Rank {
-    /// The earliest drainable message, if it is in MPI by `t`.
+impl InMpi {
+    /// The earliest drainable message, if it is in MPI by `t`: collective or not.
     fn next_ready(&self, t: f64) -> Option<bool> {
         let p = self.p2p.peek().filter(|m| m.avail <= t);
         let c = self
@@ -268,6 +285,69 @@ impl Rank {
     }
 }
 
+/// A thread's drain of its rank's MPI: every message in MPI by the thread's time, each at its
+/// cost; the receives matched on arrival, with when.
+struct Drain<'a> {
+    mpi: &'a mut InMpi,
+    time: &'a mut f64,
+    cost: &'a mut dyn FnMut() -> f64,
+    matched: &'a mut Vec<(Posted, f64)>,
+    now: f64,
+}
+
+impl Inbox<(), Posted> for Drain<'_> {
+    fn next(&mut self) -> Option<(Envelope, ())> {
+        self.now = *self.time;
+        let coll = self.mpi.next_ready(self.now)?;
+        let msg = if coll {
+            self.mpi.coll.pop()
+        } else {
+            self.mpi.p2p.pop()
+        }
+        .expect("peeked");
+        *self.time += (self.cost)();
+        let env = Envelope {
+            source: msg.src,
+            tag: msg.tag,
+            class: msg.class,
+        };
+        Some((env, ()))
+    }
+
+    fn matched(&mut self, posted: Posted, _: ()) {
+        self.matched.push((posted, self.now));
+    }
+}
+
+struct Rank {
+    mpi: InMpi,
+    queues: Queues<(), Posted>,
+    /// The engine's events, when this rank's trace is kept.
+    trace: Option<Arc<Mutex<Trace>>>,
+    threads: Vec<u32>,
+    /// Threads at the thread barrier, and the latest time one got there.
+    at_barrier: (usize, f64),
+}
+
+impl Rank {
+    fn new(keep: bool) -> Rank {
+        let (kind, params) = (EngineKind::List, EngineParams::default());
+        let (engine, trace): (Box<dyn MatchEngine>, _) = if keep {
+            let (recording, trace) = Recording::new(keyed(kind, &params), Header::default());
+            (Box::new(recording), Some(trace))
+        } else {
+            (keyed(kind, &params), None)
+        };
+        Rank {
+            mpi: InMpi::default(),
+            queues: Queues::with_engine(engine, kind, params, keyed, None),
+            trace,
+            threads: Vec::new(),
+            at_barrier: (0, 0.0),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
     Running,
@@ -283,7 +363,7 @@ enum State {
 
 /// A collective under way on a thread.
 struct Exec {
-    call: Call,
+    call: Shape,
     tag: i32,
     round: usize,
     part: usize,
@@ -331,6 +411,10 @@ impl Ord for Entry {
 
 pub struct Sim {
     machine: Machine,
+    /// How collective calls tag their messages (an MPI whose tags go up to 2^31 − 1).
+    tags: TagLayout,
+    /// Receives matched during a drain, until they are told (kept to spare an allocation).
+    matched: Vec<(Posted, f64)>,
     rng: Rng,
     ranks: Vec<Rank>,
     threads: Vec<Thread>,
@@ -359,10 +443,7 @@ impl Sim {
         let mut ranks: Vec<Rank> = Vec::with_capacity(scripts.len());
         let mut threads = Vec::new();
         for (r, rank_scripts) in scripts.into_iter().enumerate() {
-            let mut rank = Rank::default();
-            if keep[r] {
-                rank.engine.trace = Some(Vec::new());
-            }
+            let mut rank = Rank::new(keep[r]);
             for script in rank_scripts {
                 rank.threads.push(threads.len() as u32);
                 threads.push(Thread {
@@ -383,6 +464,8 @@ impl Sim {
         let mut sim = Sim {
             free_cores: machine.cores,
             machine,
+            tags: TagLayout::new(i32::MAX),
+            matched: Vec::new(),
             rng: Rng::new(seed),
             ranks,
             threads,
@@ -502,7 +585,11 @@ impl Sim {
             .ranks
             .iter_mut()
             .enumerate()
-            .filter_map(|(r, rank)| rank.engine.trace.take().map(|t| (r, t)))
+            .filter_map(|(r, rank)| {
+                let trace = rank.trace.take()?;
+                let events = std::mem::take(&mut trace.lock().expect("one thread").events);
+                Some((r, events))
+            })
             .collect();
         Ok(Outcome {
             traces,
@@ -510,29 +597,40 @@ impl Sim {
         })
     }
 
-    /// Pulls every drainable message that is in MPI by the thread's time into the engine,
+    /// Runs `op` on thread `t`'s rank's queues with a drain of its MPI at hand; then the
+    /// receives matched as messages arrived get them (`before` runs first, on the result).
+    fn with_drain<R>(
+        &mut self,
+        t: u32,
+        op: impl FnOnce(&mut Queues<(), Posted>, &mut Drain) -> R,
+        before: impl FnOnce(&mut Sim, &R),
+    ) -> R {
+        let r = self.threads[t as usize].rank as usize;
+        let mut matched = std::mem::take(&mut self.matched);
+        let (drain_ns, jitter) = (self.machine.drain_ns, self.machine.jitter);
+        let rng = &mut self.rng;
+        let mut cost = || drain_ns * (1.0 + jitter * (2.0 * rng.unit() - 1.0));
+        let rank = &mut self.ranks[r];
+        let mut inbox = Drain {
+            mpi: &mut rank.mpi,
+            time: &mut self.threads[t as usize].time,
+            cost: &mut cost,
+            matched: &mut matched,
+            now: 0.0,
+        };
+        let result = op(&mut rank.queues, &mut inbox);
+        before(self, &result);
+        for (p, at) in matched.drain(..) {
+            self.received(p, at);
+        }
+        self.matched = matched;
+        result
+    }
+
+    /// Pulls every drainable message that is in MPI by the thread's time into the queues,
     /// each at its cost.
     fn drain(&mut self, t: u32) {
-        let r = self.threads[t as usize].rank as usize;
-        loop {
-            let now = self.threads[t as usize].time;
-            let Some(coll) = self.ranks[r].next_ready(now) else {
-                return;
-            };
-            let rank = &mut self.ranks[r];
-            let msg = if coll {
-                rank.coll.pop()
-            } else {
-                rank.p2p.pop()
-            }
-            .expect("peeked");
-            let matched = rank.engine.arrive(&msg);
-            let cost = self.cost(self.machine.drain_ns);
-            self.threads[t as usize].time += cost;
-            if let Some(p) = matched {
-                self.received(p, now);
-            }
-        }
+        self.with_drain(t, |queues, inbox| queues.drain(inbox), |_, _| {});
     }
 
     /// A receive of thread `p.thread` got its message at `at`.
@@ -559,13 +657,13 @@ impl Sim {
             class,
         };
         self.next_order += 1;
-        let rank = &mut self.ranks[dst as usize];
+        let mpi = &mut self.ranks[dst as usize].mpi;
         if class.is_collective() {
-            rank.coll.push(msg);
+            mpi.coll.push(msg);
         } else {
-            rank.p2p.push(msg);
+            mpi.p2p.push(msg);
         }
-        if class.is_collective() && rank.colls_running == 0 {
+        if class.is_collective() && mpi.colls_running == 0 {
             return;
         }
         // Waiting threads of the receiver look again once the message is there.
@@ -582,24 +680,28 @@ impl Sim {
         }
     }
 
-    /// A receive posted by the program, drained around as the shim's `post_drained` does.
+    /// A receive posted by the program, drained around as the protocol's `post_drained` does.
     fn post_user(&mut self, t: u32, src: i32, tag: i32) {
-        let r = self.threads[t as usize].rank as usize;
-        let drain_first = self.ranks[r].engine.unexpected_count == 0;
-        if drain_first {
-            self.drain(t);
-        }
+        let want = Pattern {
+            source: src,
+            tag,
+            class: Class::PointToPoint,
+        };
+        let waiter = Posted {
+            thread: t,
+            round: false,
+        };
+        self.with_drain(
+            t,
+            |queues, inbox| queues.post_drained(inbox, want, |_| waiter),
+            |sim, posted| {
+                if matches!(posted, Queued::Queued(_)) {
+                    sim.threads[t as usize].pending[0] += 1;
+                }
+            },
+        );
         let cost = self.cost(self.machine.post_ns);
         self.threads[t as usize].time += cost;
-        let found = self.ranks[r]
-            .engine
-            .post(src, tag, Class::PointToPoint, t, false);
-        if !found {
-            self.threads[t as usize].pending[0] += 1;
-            if !drain_first {
-                self.drain(t);
-            }
-        }
     }
 
     /// Moves thread `t` on by one step (or one wait check).
@@ -635,8 +737,10 @@ impl Sim {
                 }
                 Some(Step::Collective { call, seq }) => {
                     let r = self.threads[ti].rank as usize;
-                    self.ranks[r].colls_running += 1;
-                    let tag = collective_tag(seq, call.class());
+                    self.ranks[r].mpi.colls_running += 1;
+                    let tag = self
+                        .tags
+                        .tag(seq, Form::Blocking, call.kind, call.size_class);
                     self.threads[ti].exec = Some(Exec {
                         call,
                         tag,
@@ -691,7 +795,7 @@ impl Sim {
     fn wait(&mut self, t: u32) {
         let ti = t as usize;
         let r = self.threads[ti].rank as usize;
-        let next = self.ranks[r].next_avail();
+        let next = self.ranks[r].mpi.next_avail();
         let shared = self.machine.cores != 0;
         let th = &mut self.threads[ti];
         let (since, until) = match th.state {
@@ -760,7 +864,7 @@ impl Sim {
         match next {
             Next::Finish => {
                 self.threads[ti].exec = None;
-                self.ranks[r].colls_running -= 1;
+                self.ranks[r].mpi.colls_running -= 1;
             }
             Next::EndRound => {
                 // Every action of the round started: wait for its receives, then go on.
@@ -787,7 +891,16 @@ impl Sim {
                 }
                 let cost = self.cost(self.machine.post_ns);
                 self.threads[ti].time += cost;
-                if !self.ranks[r].engine.post(peer, tag, class, t, true) {
+                let want = Pattern {
+                    source: peer,
+                    tag,
+                    class,
+                };
+                let waiter = Posted {
+                    thread: t,
+                    round: true,
+                };
+                if let Queued::Queued(_) = self.ranks[r].queues.post(want, |_| waiter) {
                     self.threads[ti].pending[1] += 1;
                 }
             }

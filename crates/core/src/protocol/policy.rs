@@ -1,38 +1,17 @@
-//! Who matches a communicator's messages: MPI ("delegated") while its queues are short, the
-//! shim's engine ("takeover") while they are long.
+//! The takeover policy: who matches a communicator's messages, MPI ("delegated") while its
+//! queues are short or the shim's engine ("takeover") while they are long. A state machine fed
+//! by counts (receives posted to MPI and seen complete, calls made) and clock values (a timed
+//! call's ticks, the time now); it makes no call of its own. Its fields are atomics, read
+//! without a lock on the plain path of every receive.
 //!
-//! **Delegated**: receives and probes go to MPI with the user's arguments and MPI matches them;
-//! the shim holds no queued element of the communicator and only watches. **Takeover**: the
-//! shim drains every message that no receive posted in MPI took (a wildcard matched probe) into
-//! its engine and matches it there.
-//!
-//! Why MPI's order holds across a switch:
-//! 1. Delegated to takeover. Every receive MPI still holds was posted before any receive the
-//!    shim will queue. MPI matches an arriving message against its own posted receives before
-//!    the message can be probed, so a message that fits one of them goes to the earliest such,
-//!    which is older than every receive in the shim: what one ordered list does. A message that
-//!    fits none becomes unexpected in MPI; the drain takes MPI's unexpected messages oldest
-//!    first (per source, send order), so the engine sees them in a legal order.
-//! 2. Takeover to delegated, only when the shim holds no unexpected message of the
-//!    communicator, after its waiting receives were handed to MPI in posting order: messages
-//!    still inside MPI are younger than every message the shim had, and MPI matches the receives
-//!    handed over and those posted later in posting order.
-//! 3. The drain runs only in takeover, and a receive decides where it goes under the
-//!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a permit
-//!    that the switch to takeover waits out, so no receive reaches MPI after a message it should
-//!    get was drained. Receives of different threads racing each other have no order in MPI.
-//!
-//! The property tests of the engines check this argument on a model: MPI's own queues, the
-//! shim's engine and random switches give exactly the matches of one ordered list.
-//!
-//! With `MATCHSHIM_TAKEOVER=auto` the shim takes over when MPI's queues look deep (see
-//! [`Signals`]) and gives matching back when the shim's queues run empty after searches that
-//! stayed shallow.
+//! With [`Policy::Auto`] the shim takes over when MPI's queues look deep: more than `2·D`
+//! receives outstanding in MPI (D: the depth from which the shim pays), or [`DEEP_IN_A_ROW`]
+//! timed calls in a row that searched deeper than D; it gives matching back when the shim's
+//! queues are empty and its searches since the takeover stayed below D/2 ([`Signals`]).
+//! `Always` never delegates; `Flip(n)` switches every n receive calls.
 
-use super::clock::Clock;
-use crate::config::Takeover as Policy;
-use crate::mpi::{self, abi};
-use std::os::raw::c_void;
+use super::depth::Signals;
+pub use crate::config::Takeover as Policy;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,73 +22,24 @@ pub enum Mode {
 
 /// MPI's search cost per queued element, both MPIs here (1.7 to 2.7 ns measured): converts a
 /// receive's extra time in MPI into the depth of the search that took it.
-const MPI_NS_PER_ELEMENT: u64 = 2;
+pub const MPI_NS_PER_ELEMENT: u64 = 2;
 
 /// Every this many receive calls on a delegated communicator one is timed.
-const SAMPLE_EVERY: u32 = 16;
+pub const SAMPLE_EVERY: u32 = 16;
 
 /// One nonblocking delegated receive in this many is followed to its completion and stands
 /// for all of them in the count of receives MPI holds: following each one would cost a
 /// registry entry per receive, more than MPI's own work for a small message.
-pub const TRACK_EVERY: usize = 32;
+pub const FOLLOW_EVERY: usize = 32;
 
 /// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
 /// preempted process only some calls.
-const DEEP_IN_A_ROW: u32 = 4;
-
-/// Self-sends timed at `MPI_Init` for [`found_floor`]; the quickest counts.
-const FLOOR_ROUNDS: usize = 16;
-
-/// MPI's cost in clock ticks of a receive call that finds its message at once with nothing
-/// else queued: a message sent to itself on a private communicator, received. A floor
-/// learned only from the program's calls never sees depth when every call searches deep (a
-/// queue received in reverse). `u64::MAX` if MPI refuses.
-pub fn found_floor(clock: &Clock) -> u64 {
-    let Ok(mut comm) = mpi::comm_duplicate_quietly(abi().comm_self) else {
-        return u64::MAX;
-    };
-    let mut floor = u64::MAX;
-    for round in 0..FLOOR_ROUNDS as i32 {
-        let (sent, mut received) = (round, -1);
-        // SAFETY: both buffers outlive the requests, which complete below.
-        unsafe {
-            let Ok(mut send) = mpi::isend(
-                &sent as *const i32 as *const c_void,
-                1,
-                abi().int_,
-                0,
-                0,
-                comm,
-            ) else {
-                break;
-            };
-            let start = clock.ticks();
-            let recv = mpi::irecv(
-                &mut received as *mut i32 as *mut c_void,
-                1,
-                abi().int_,
-                0,
-                0,
-                comm,
-            );
-            let ticks = clock.ticks() - start;
-            if let Ok(mut recv) = recv {
-                if mpi::request_done(recv) {
-                    floor = floor.min(ticks);
-                }
-                mpi::wait(&mut recv);
-            }
-            mpi::wait(&mut send);
-        }
-    }
-    mpi::comm_free(&mut comm);
-    floor
-}
+pub const DEEP_IN_A_ROW: u32 = 4;
 
 /// An episode that did not pay multiplies the outstanding-receive limit by this: a program
 /// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
 /// of episodes.
-const UNPAID_LIMIT_FACTOR: usize = 16;
+pub const UNPAID_LIMIT_FACTOR: usize = 16;
 
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
@@ -118,7 +48,7 @@ pub struct Takeover {
     permits: AtomicUsize,
     /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
     /// the followed ones tell: each counts for the receives it stands for.
-    pub outstanding: AtomicUsize,
+    outstanding: AtomicUsize,
     /// Nonblocking receives posted delegated: the clock that picks those followed.
     nonblocking: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
@@ -138,14 +68,28 @@ pub struct Takeover {
     /// `flip:N` wants the other mode.
     flip_pending: AtomicU8,
     // What the report shows.
-    pub switches: AtomicU64,
-    pub delegated_receives: AtomicUsize,
+    switches: AtomicU64,
+    delegated_receives: AtomicUsize,
     mode_since_ns: AtomicU64,
     time_ns: [AtomicU64; 2],
 }
 
+/// A receive-side call that may go to MPI as the user made it (see
+/// [`Takeover::plain_delegation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlainCall {
+    /// `MPI_Recv`: blocks inside MPI, so only while nothing needs the shim's progress.
+    Recv,
+    /// `MPI_Irecv`: posts a receive MPI holds after the call; one in [`FOLLOW_EVERY`] is
+    /// followed instead.
+    Irecv,
+    /// `MPI_Iprobe`, `MPI_Improbe`: return at once, receive nothing. (`MPI_Probe` takes the
+    /// full path: MPICH writes its status's `MPI_ERROR`.)
+    Iprobe,
+}
+
 /// What a receive call on a delegated communicator should do.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     /// Go to MPI.
     Delegate,
@@ -194,14 +138,14 @@ impl Takeover {
         }
     }
 
-    /// A nonblocking receive goes to MPI: the weight to follow it with, [`TRACK_EVERY`] for
+    /// A nonblocking receive goes to MPI: the weight to follow it with, [`FOLLOW_EVERY`] for
     /// one in that many and 0 for the others.
     #[inline]
     pub fn follow_nonblocking(&self) -> usize {
         let n = self.nonblocking.load(Relaxed).wrapping_add(1);
         self.nonblocking.store(n, Relaxed);
-        if n.is_multiple_of(TRACK_EVERY) {
-            TRACK_EVERY
+        if n.is_multiple_of(FOLLOW_EVERY) {
+            FOLLOW_EVERY
         } else {
             0
         }
@@ -246,7 +190,7 @@ impl Takeover {
 
     /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
     /// receives on their way into MPI.
-    pub fn set(&self, mode: Mode, now_ns: u64) {
+    pub fn switch(&self, mode: Mode, now_ns: u64) {
         let old = self.mode();
         if old == mode {
             return;
@@ -259,10 +203,21 @@ impl Takeover {
         } else {
             self.dense.store(4, Relaxed);
             self.deep_in_row.store(0, Relaxed);
+            self.flip_pending.store(0, Relaxed);
         }
         let since = self.mode_since_ns.swap(now_ns, Relaxed);
         self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
         self.switches.fetch_add(1, Relaxed);
+    }
+
+    /// Mode switches so far.
+    pub fn switches(&self) -> u64 {
+        self.switches.load(Relaxed)
+    }
+
+    /// Receives that went to MPI while it matched.
+    pub fn delegated_receives(&self) -> u64 {
+        self.delegated_receives.load(Relaxed) as u64
     }
 
     /// Time spent in each mode so far, ns.
@@ -306,12 +261,12 @@ impl Takeover {
     }
 
     /// A receive-side call on this communicator that goes to MPI with nothing to watch:
-    /// delegated under `auto`, neither timed nor (`posting` a receive) followed, and no
-    /// takeover due; `receives`: a receive, not a probe. Counts it as
-    /// [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would; false leaves
-    /// everything as it was, for the full path to decide. Below `MPI_THREAD_MULTIPLE` only.
+    /// delegated under `auto`, neither timed nor (posting a receive) followed, and no takeover
+    /// due. Counts it as [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would;
+    /// false leaves everything as it was, for the full path to decide. Below
+    /// `MPI_THREAD_MULTIPLE` only.
     #[inline]
-    pub fn plain_delegation(&self, policy: Policy, posting: bool, receives: bool) -> bool {
+    pub fn plain_delegation(&self, policy: Policy, call: PlainCall) -> bool {
         if policy != Policy::Auto
             || self.mode() != Mode::Delegated
             || self.dense.load(Relaxed) > 0
@@ -319,17 +274,19 @@ impl Takeover {
         {
             return false;
         }
+        let posting = call == PlainCall::Irecv;
         let calls = self.calls.load(Relaxed).wrapping_add(1);
         let followed = self
             .nonblocking
             .load(Relaxed)
             .wrapping_add(posting as usize);
-        if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(TRACK_EVERY)) {
+        if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(FOLLOW_EVERY))
+        {
             return false;
         }
         self.calls.store(calls, Relaxed);
         self.nonblocking.store(followed, Relaxed);
-        if receives {
+        if call != PlainCall::Iprobe {
             add(&self.delegated_receives, 1, false);
         }
         true
@@ -340,6 +297,7 @@ impl Takeover {
     /// which the shim pays, against the quickest calls of the same kind. Time spent searching
     /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
     /// the outstanding-receive limit, which only suggests a search).
+    #[inline]
     pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
         let depth = self.depth as u64;
         let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
@@ -363,26 +321,38 @@ impl Takeover {
         in_row >= DEEP_IN_A_ROW
     }
 
-    /// A receive call on a taken-over communicator under `flip:N`: true every N-th call, when
-    /// matching should go back to MPI (as soon as the shim's queues allow).
-    pub fn flip_due(&self, n: u32) -> bool {
-        let calls = self.calls.load(Relaxed).wrapping_add(1);
-        self.calls.store(calls, Relaxed);
-        if calls.is_multiple_of(n) {
-            self.flip_pending.store(1, Relaxed);
+    /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
+    /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
+    /// the depths its matches had. Matching goes back only when the shim holds no unexpected
+    /// message; under `auto` also only when its queues are empty after searches that stayed
+    /// shallow (which ends the episode); under `flip:N` every N-th call, as soon as allowed.
+    #[inline]
+    pub fn give_back_due(&self, policy: Policy, queued: (usize, usize), signals: &Signals) -> bool {
+        match policy {
+            Policy::Always => false,
+            Policy::Auto => {
+                let due = queued == (0, 0) && signals.shallow(self.depth);
+                if due {
+                    self.episode_ended(signals.paid(self.depth));
+                }
+                due
+            }
+            Policy::Flip(n) => {
+                let calls = self.calls.load(Relaxed).wrapping_add(1);
+                self.calls.store(calls, Relaxed);
+                if calls.is_multiple_of(n) {
+                    self.flip_pending.store(1, Relaxed);
+                }
+                self.flip_pending.load(Relaxed) != 0 && queued.1 == 0
+            }
         }
-        self.flip_pending.load(Relaxed) != 0
-    }
-
-    pub fn flip_done(&self) {
-        self.flip_pending.store(0, Relaxed);
     }
 
     /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
     /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
     /// start back to `2·depth` receives outstanding or `depth` elements searched.
-    pub fn episode_ended(&self, paid: bool) {
+    fn episode_ended(&self, paid: bool) {
         let base = 2 * self.depth as usize;
         let limit = if paid {
             base
@@ -408,99 +378,9 @@ fn add(counter: &AtomicUsize, delta: isize, multiple: bool) {
     }
 }
 
-/// The list-equivalent search depth of the shim's matches while it has taken over: how many
-/// older elements a single ordered list would pass. It tells whether the takeover pays.
-#[derive(Default)]
-pub struct Signals {
-    /// Exponential mean of the depths, 1/16 weight for the newest.
-    mean: f64,
-    /// The highest mean of this episode.
-    peak: f64,
-    /// Matches seen this episode.
-    seen: u64,
-}
-
-impl Signals {
-    pub fn observe(&mut self, depth: u64) {
-        self.mean += (depth as f64 - self.mean) / 16.0;
-        self.peak = self.peak.max(self.mean);
-        self.seen += 1;
-    }
-
-    /// Searches, once there were any, stay below half the depth at which the shim pays
-    /// (right after a takeover the shim's queues are empty only because nothing was drained
-    /// yet).
-    pub fn shallow(&self, depth: u32) -> bool {
-        self.seen > 0 && self.mean < depth as f64 / 2.0
-    }
-
-    /// The episode reached the depth at which the shim pays.
-    pub fn paid(&self, depth: u32) -> bool {
-        self.peak >= depth as f64 / 2.0
-    }
-
-    pub fn reset(&mut self) {
-        *self = Signals::default();
-    }
-}
-
-/// Elements in arrival (or posting) order, for list-equivalent depths: an element's depth is
-/// how many elements older than it were still queued, counting those removed out of order
-/// until everything older than them is gone too (an estimate from above, cheap and exact for
-/// in-order and reverse-order traffic).
-#[derive(Default)]
-pub struct Order {
-    front: u64,
-    live: std::collections::VecDeque<bool>,
-}
-
-impl Order {
-    /// Adds an element; its sequence number.
-    pub fn push(&mut self) -> u64 {
-        self.live.push_back(true);
-        self.front + self.live.len() as u64 - 1
-    }
-
-    /// Removes element `seq`; the number of elements ahead of it.
-    pub fn remove(&mut self, seq: u64) -> u64 {
-        let depth = seq - self.front;
-        if let Some(slot) = self.live.get_mut(depth as usize) {
-            *slot = false;
-        }
-        while self.live.front() == Some(&false) {
-            self.live.pop_front();
-            self.front += 1;
-        }
-        depth
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn order_gives_list_depths_for_in_order_and_reverse_removal() {
-        let mut order = Order::default();
-        let seqs: Vec<u64> = (0..5).map(|_| order.push()).collect();
-        assert_eq!(seqs, [0, 1, 2, 3, 4]);
-        let reverse: Vec<u64> = seqs.iter().rev().map(|&s| order.remove(s)).collect();
-        assert_eq!(reverse, [4, 3, 2, 1, 0]);
-        let seqs: Vec<u64> = (0..3).map(|_| order.push()).collect();
-        let in_order: Vec<u64> = seqs.iter().map(|&s| order.remove(s)).collect();
-        assert_eq!(in_order, [0, 0, 0]);
-    }
-
-    #[test]
-    fn order_counts_out_of_order_removals_until_the_front_goes() {
-        let mut order = Order::default();
-        let s: Vec<u64> = (0..4).map(|_| order.push()).collect();
-        assert_eq!(order.remove(s[1]), 1);
-        // s[1] is gone but s[0] still holds the front: an estimate from above.
-        assert_eq!(order.remove(s[2]), 2);
-        assert_eq!(order.remove(s[0]), 0);
-        assert_eq!(order.remove(s[3]), 0);
-    }
 
     #[test]
     fn deep_timed_calls_in_a_row_ask_for_takeover() {
@@ -580,14 +460,14 @@ mod tests {
     fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
         let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
         assert!(
-            !t.plain_delegation(Policy::Auto, false, true),
+            !t.plain_delegation(Policy::Auto, PlainCall::Recv),
             "timed after creation"
         );
         t.dense.store(0, Relaxed);
-        let total = SAMPLE_EVERY as usize * TRACK_EVERY;
+        let total = SAMPLE_EVERY as usize * FOLLOW_EVERY;
         let (mut full, mut timed, mut followed) = (0, 0, 0);
         for _ in 0..total {
-            if t.plain_delegation(Policy::Auto, true, true) {
+            if t.plain_delegation(Policy::Auto, PlainCall::Irecv) {
                 continue;
             }
             // What the full path then does with the same call.
@@ -600,38 +480,78 @@ mod tests {
             }
         }
         assert_eq!(timed, total / SAMPLE_EVERY as usize);
-        assert_eq!(followed, total / TRACK_EVERY);
-        assert_eq!(t.delegated_receives.load(Relaxed), total - full);
+        assert_eq!(followed, total / FOLLOW_EVERY);
+        assert_eq!(t.delegated_receives() as usize, total - full);
         for policy in [Policy::Always, Policy::Flip(3)] {
-            assert!(!t.plain_delegation(policy, false, true));
+            assert!(!t.plain_delegation(policy, PlainCall::Recv));
         }
         t.outstanding.store(1 << 20, Relaxed);
-        assert!(!t.plain_delegation(Policy::Auto, false, false));
+        assert!(!t.plain_delegation(Policy::Auto, PlainCall::Iprobe));
     }
 
     #[test]
     fn switches_are_counted_with_time_per_mode() {
         let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
-        t.set(Mode::Takeover, 100);
-        t.set(Mode::Takeover, 150);
-        t.set(Mode::Delegated, 400);
-        assert_eq!(t.switches.load(Relaxed), 2);
+        t.switch(Mode::Takeover, 100);
+        t.switch(Mode::Takeover, 150);
+        t.switch(Mode::Delegated, 400);
+        assert_eq!(t.switches(), 2);
         assert_eq!(t.time_in(1000), [100 + 600, 300]);
     }
 
     #[test]
-    fn signals_say_whether_an_episode_paid() {
-        let mut s = Signals::default();
-        assert!(!s.shallow(64), "nothing seen yet");
-        for _ in 0..64 {
-            s.observe(200);
-        }
-        assert!(s.paid(64) && !s.shallow(64));
-        for _ in 0..200 {
-            s.observe(0);
-        }
-        assert!(s.shallow(64) && s.paid(64));
-        s.reset();
-        assert!(!s.paid(64));
+    fn matching_goes_back_only_when_the_shim_holds_no_unexpected_message() {
+        let mut signals = Signals::default();
+        signals.observe(0);
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        assert!(!t.give_back_due(Policy::Always, (0, 0), &signals));
+        assert!(
+            !t.give_back_due(Policy::Auto, (1, 0), &signals),
+            "a receive waits"
+        );
+        assert!(
+            !t.give_back_due(Policy::Auto, (0, 1), &signals),
+            "a message waits"
+        );
+        assert!(t.give_back_due(Policy::Auto, (0, 0), &signals));
+        let deep = {
+            let mut s = Signals::default();
+            (0..64).for_each(|_| s.observe(200));
+            s
+        };
+        assert!(
+            !t.give_back_due(Policy::Auto, (0, 0), &deep),
+            "still paying"
+        );
+        // flip:3: every third call asks; the switch waits for the unexpected queue to empty.
+        let flip = |unexpected: &[usize]| -> Vec<bool> {
+            unexpected
+                .iter()
+                .map(|&u| t.give_back_due(Policy::Flip(3), (0, u), &signals))
+                .collect()
+        };
+        assert_eq!(
+            flip(&[0, 0, 1, 1, 1, 0]),
+            [false, false, false, false, false, true]
+        );
+        t.switch(Mode::Takeover, 0);
+        t.switch(Mode::Delegated, 0);
+        assert_eq!(flip(&[0, 0, 0]), [false, false, true], "asked anew");
+    }
+
+    #[test]
+    fn an_episode_that_did_not_pay_makes_the_next_takeover_wait() {
+        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(17, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        let mut shallow = Signals::default();
+        shallow.observe(0);
+        assert!(t.give_back_due(Policy::Auto, (0, 0), &shallow));
+        assert_ne!(
+            t.delegated_call(Policy::Auto),
+            Call::TakeOver,
+            "limit raised"
+        );
     }
 }

@@ -1,94 +1,211 @@
-//! The collective algorithms, as schedule builders (the table is in the module above).
+//! The collective algorithms, as schedule builders (n: communicator size, b: bytes per block
+//! or per call):
 //!
-//! Every rank picks its algorithm from values all ranks agree on (communicator size, block
-//! size, the op's commutativity), so all ranks run the same one. Data that passes through
-//! intermediate ranks travels as packed bytes (`MPI_PACKED`, the plain bytes on one machine);
-//! data that goes straight to its place travels in the user's datatype.
+//! | collective | algorithm |
+//! |---|---|
+//! | Barrier | dissemination |
+//! | Bcast | binomial tree if b < 12 KiB or n < 8; else binomial scatter + ring allgather |
+//! | Reduce | Rabenseifner (recursive-halving reduce-scatter + binomial gather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋; else binomial tree (rooted at 0 and sent to the root for non-commutative ops) |
+//! | Allreduce | recursive doubling; Rabenseifner (recursive-halving reduce-scatter + recursive-doubling allgather) if the op commutes, b > 2 KiB and count ≥ 2^⌊log2 n⌋ |
+//! | Gather, Scatter | binomial tree on packed blocks if n > 10 and b < 1 KiB; else linear |
+//! | Gatherv, Scatterv | linear |
+//! | Allgather | recursive doubling if n is a power of two and n·b < 80 KiB; Bruck if n·b < 512 KiB; else ring |
+//! | Allgatherv | ring |
+//! | Alltoall | Bruck if b ≤ 256 B and n ≥ 8; all pairs at once if b ≤ 32 KiB; else pairwise exchange |
+//! | Alltoallv, Alltoallw | all pairs at once |
+//! | Reduce_scatter(_block) | pairwise exchange if the op commutes; else binomial reduce + linear scatter |
+//! | Scan, Exscan | recursive doubling |
 //!
-//! Safety, for every `unsafe fn` here: the pointers are the arguments of the MPI call, valid
-//! as the standard requires of them until the collective completes.
-#![allow(clippy::missing_safety_doc)]
+//! These follow MPICH's and Open MPI's defaults for the same sizes. Every rank picks its
+//! algorithm from values all ranks agree on (communicator size, block size, the op's
+//! commutativity), so all ranks run the same one. Data that passes through intermediate ranks
+//! travels as packed bytes; data that goes straight to its place travels in the caller's
+//! datatype. Reductions are `inout = input op inout`, MPI's operand order (as
+//! `MPI_Reduce_local`), so any predefined or user-defined op works.
 
-use super::schedule::{at, Builder, Data, TypeInfo};
 use super::{size_class, VARYING};
-use crate::ffi::*;
-use std::os::raw::{c_int, c_void};
 
-type In = *const c_void;
-type Out = *mut c_void;
+/// An argument is invalid: the executor lets MPI report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Invalid;
 
-fn in_place(buf: In) -> bool {
-    std::ptr::eq(buf, abi().in_place)
-}
+/// What a schedule is built with: the executor's buffers, datatypes and ops, and the rounds
+/// the algorithm adds (a round starts once the one before has completed; its actions start in
+/// the order they were added).
+pub trait Plan {
+    /// A place in memory.
+    type Addr: Copy;
+    /// A datatype.
+    type Type: Copy;
+    /// A reduction.
+    type Op: Copy;
+    /// An array of ints the caller passed (counts, displacements).
+    type Ints: Copy;
+    /// An array of datatypes the caller passed.
+    type Types: Copy;
 
-fn check_root(b: &Builder, root: c_int) -> Result<(), c_int> {
-    if (0..b.size).contains(&root) {
-        Ok(())
-    } else {
-        Err(abi().err_root)
+    fn rank(&self) -> i32;
+    fn size(&self) -> i32;
+    /// The message size class of the call (see [`size_class`]).
+    fn set_size_class(&mut self, class: u8);
+    fn send(&mut self, data: Data<Self>, peer: i32);
+    fn recv(&mut self, data: Data<Self>, peer: i32);
+    /// `inout = input op inout` over `count` elements.
+    fn reduce(
+        &mut self,
+        input: Self::Addr,
+        inout: Self::Addr,
+        count: i32,
+        dtype: Self::Type,
+        op: Self::Op,
+    );
+    /// Copies between any layouts with the same type signature.
+    fn copy(&mut self, src: Data<Self>, dst: Data<Self>);
+    /// Ends the current round: what is added next waits until it has completed.
+    fn next_round(&mut self);
+    /// `bytes` of scratch memory, freed with the schedule.
+    fn temp(&mut self, bytes: i64) -> Self::Addr;
+
+    /// `addr` moved by `bytes` (plain address arithmetic).
+    fn at(addr: Self::Addr, bytes: i64) -> Self::Addr;
+    /// The address no buffer has (`MPI_BOTTOM`), for a buffer that is not used.
+    fn null() -> Self::Addr;
+    /// `MPI_IN_PLACE`.
+    fn in_place(addr: Self::Addr) -> bool;
+    /// Packed bytes (`MPI_PACKED`): on one machine, the plain bytes.
+    fn packed() -> Self::Type;
+    fn type_info(dtype: Self::Type) -> Result<TypeInfo, Invalid>;
+    fn commutative(op: Self::Op) -> Result<bool, Invalid>;
+    /// `n` ints of a caller's array; `None` where there is no array.
+    fn ints(ints: Self::Ints, n: i32) -> Option<Vec<i32>>;
+    /// `n` datatypes of a caller's array; `None` where there is no array.
+    fn types(types: Self::Types, n: i32) -> Option<Vec<Self::Type>>;
+
+    /// Scratch room for `count` elements of a type, laid out as in a caller's buffer.
+    fn typed_temp(&mut self, count: i32, t: &TypeInfo) -> Self::Addr {
+        Self::at(self.temp(t.span(count as i64)), -t.true_lb)
     }
 }
 
-fn check_count(count: c_int) -> Result<(), c_int> {
+/// `count` elements of `dtype` at `ptr`.
+pub struct Data<P: Plan + ?Sized> {
+    pub ptr: P::Addr,
+    pub count: i32,
+    pub dtype: P::Type,
+}
+
+impl<P: Plan + ?Sized> Clone for Data<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P: Plan + ?Sized> Copy for Data<P> {}
+
+impl<P: Plan + ?Sized> Data<P> {
+    pub fn new(ptr: P::Addr, count: i32, dtype: P::Type) -> Data<P> {
+        Data { ptr, count, dtype }
+    }
+
+    /// `len` packed bytes at `ptr`.
+    pub fn bytes(ptr: P::Addr, len: i64) -> Data<P> {
+        Data::new(ptr, len as i32, P::packed())
+    }
+}
+
+/// What an algorithm needs to know of a datatype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeInfo {
+    /// Bytes of data in one element.
+    pub size: i64,
+    pub extent: i64,
+    pub true_lb: i64,
+    pub true_extent: i64,
+}
+
+impl TypeInfo {
+    /// Elements follow each other without gaps, so `count` of them are plain bytes at the
+    /// buffer's address.
+    pub fn contiguous(&self) -> bool {
+        self.size == self.extent && self.true_extent == self.size && self.true_lb == 0
+    }
+
+    /// Bytes spanned by `count` elements, from the first byte of data to the last.
+    pub fn span(&self, count: i64) -> i64 {
+        if count <= 0 {
+            0
+        } else {
+            self.true_extent + (count - 1) * self.extent
+        }
+    }
+}
+
+fn check_root<P: Plan>(b: &P, root: i32) -> Result<(), Invalid> {
+    if (0..b.size()).contains(&root) {
+        Ok(())
+    } else {
+        Err(Invalid)
+    }
+}
+
+fn check_count(count: i32) -> Result<(), Invalid> {
     if count < 0 {
-        Err(abi().err_count)
+        Err(Invalid)
     } else {
         Ok(())
     }
-}
-
-fn commutative(op: MPI_Op) -> Result<bool, c_int> {
-    crate::mpi::op_commutative(op)
 }
 
 /// The largest power of two not above `n`.
-fn pof2_below(n: c_int) -> c_int {
+fn pof2_below(n: i32) -> i32 {
     1 << (31 - (n as u32).leading_zeros())
 }
 
-fn lowbit(v: c_int) -> c_int {
+fn lowbit(v: i32) -> i32 {
     v & v.wrapping_neg()
 }
 
-/// `n` entries of a user array.
-unsafe fn ints(p: *const c_int, n: c_int) -> Result<Vec<c_int>, c_int> {
-    if p.is_null() {
-        return Err(abi().err_arg);
-    }
-    let v = std::slice::from_raw_parts(p, n as usize).to_vec();
+/// `n` counts of a caller's array, none negative.
+fn counts<P: Plan>(p: P::Ints, n: i32) -> Result<Vec<i32>, Invalid> {
+    let v = P::ints(p, n).ok_or(Invalid)?;
     if v.iter().any(|&c| c < 0) {
-        return Err(abi().err_count);
+        return Err(Invalid);
     }
     Ok(v)
+}
+
+/// `n` displacements of a caller's array.
+fn displacements<P: Plan>(p: P::Ints, n: i32) -> Result<Vec<i32>, Invalid> {
+    P::ints(p, n).ok_or(Invalid)
 }
 
 /// A binomial tree over ranks relative to `root`: the parent and the children (relative
 /// rank offsets `mask`, smallest first) of relative rank `v`.
 struct Tree {
-    n: c_int,
-    root: c_int,
-    v: c_int,
+    n: i32,
+    root: i32,
+    v: i32,
 }
 
 impl Tree {
-    fn new(b: &Builder, root: c_int) -> Tree {
+    fn new<P: Plan>(b: &P, root: i32) -> Tree {
         Tree {
-            n: b.size,
+            n: b.size(),
             root,
-            v: (b.rank - root + b.size) % b.size,
+            v: (b.rank() - root + b.size()) % b.size(),
         }
     }
 
-    fn real(&self, v: c_int) -> c_int {
+    fn real(&self, v: i32) -> i32 {
         (v + self.root) % self.n
     }
 
-    fn parent(&self) -> Option<c_int> {
+    fn parent(&self) -> Option<i32> {
         (self.v != 0).then(|| self.real(self.v - lowbit(self.v)))
     }
 
     /// Children as relative ranks, nearest first.
-    fn children(&self) -> Vec<c_int> {
+    fn children(&self) -> Vec<i32> {
         let limit = if self.v == 0 { self.n } else { lowbit(self.v) };
         let mut out = Vec::new();
         let mut mask = 1;
@@ -100,7 +217,7 @@ impl Tree {
     }
 
     /// Relative ranks in the subtree of relative rank `v`.
-    fn subtree(&self, v: c_int) -> c_int {
+    fn subtree(&self, v: i32) -> i32 {
         if v == 0 {
             self.n
         } else {
@@ -109,9 +226,9 @@ impl Tree {
     }
 }
 
-pub fn barrier(b: &mut Builder) -> Result<(), c_int> {
-    let (r, n) = (b.rank, b.size);
-    let none = Data::bytes(std::ptr::null(), 0);
+pub fn barrier<P: Plan>(b: &mut P) -> Result<(), Invalid> {
+    let (r, n) = (b.rank(), b.size());
+    let none = Data::bytes(P::null(), 0);
     let mut k = 1;
     while k < n {
         b.recv(none, (r - k + n) % n);
@@ -122,19 +239,19 @@ pub fn barrier(b: &mut Builder) -> Result<(), c_int> {
     Ok(())
 }
 
-pub unsafe fn bcast(
-    b: &mut Builder,
-    buf: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn bcast<P: Plan>(
+    b: &mut P,
+    buf: P::Addr,
+    count: i32,
+    dtype: P::Type,
+    root: i32,
+) -> Result<(), Invalid> {
     check_root(b, root)?;
     check_count(count)?;
-    let t = TypeInfo::of(dtype)?;
+    let t = P::type_info(dtype)?;
     let bytes = count as i64 * t.size;
-    b.size_class = size_class(bytes);
-    let n = b.size;
+    b.set_size_class(size_class(bytes));
+    let n = b.size();
     if n == 1 || bytes == 0 {
         return Ok(());
     }
@@ -157,12 +274,12 @@ pub unsafe fn bcast(
         b.copy(data, Data::bytes(ws, bytes));
     }
     let chunk = (bytes + n as i64 - 1) / n as i64;
-    let piece = |lo: c_int, hi: c_int| {
+    let piece = |lo: i32, hi: i32| {
         let (lo, hi) = (
             (lo as i64 * chunk).min(bytes),
             (hi as i64 * chunk).min(bytes),
         );
-        (hi > lo).then(|| Data::bytes(at(ws, lo), hi - lo))
+        (hi > lo).then(|| Data::bytes(P::at(ws, lo), hi - lo))
     };
     if let (Some(parent), Some(p)) = (tree.parent(), piece(v, v + tree.subtree(v))) {
         b.recv(p, parent);
@@ -195,18 +312,18 @@ pub unsafe fn bcast(
 /// non-commutative op is reduced in rank order on a tree rooted at 0, which then sends the
 /// result to `root`.
 #[allow(clippy::too_many_arguments)]
-fn reduce_tree(
-    b: &mut Builder,
-    input: In,
-    output: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
+fn reduce_tree<P: Plan>(
+    b: &mut P,
+    input: P::Addr,
+    output: P::Addr,
+    count: i32,
+    dtype: P::Type,
     t: &TypeInfo,
-    op: MPI_Op,
+    op: P::Op,
     commutes: bool,
-    root: c_int,
+    root: i32,
 ) {
-    if b.size == 1 {
+    if b.size() == 1 {
         b.copy(
             Data::new(input, count, dtype),
             Data::new(output, count, dtype),
@@ -215,7 +332,7 @@ fn reduce_tree(
     }
     let tree_root = if commutes { root } else { 0 };
     let tree = Tree::new(b, tree_root);
-    let partials: Vec<Out> = tree
+    let partials: Vec<P::Addr> = tree
         .children()
         .into_iter()
         .map(|child| {
@@ -237,36 +354,36 @@ fn reduce_tree(
         None if tree_root == root => b.copy(acc, Data::new(output, count, dtype)),
         None => b.send(acc, root),
     }
-    if b.rank == root && tree_root != root {
+    if b.rank() == root && tree_root != root {
         b.next_round();
         b.recv(Data::new(output, count, dtype), tree_root);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce(
-    b: &mut Builder,
-    sendbuf: In,
-    recvbuf: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
-    op: MPI_Op,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn reduce<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    recvbuf: P::Addr,
+    count: i32,
+    dtype: P::Type,
+    op: P::Op,
+    root: i32,
+) -> Result<(), Invalid> {
     check_root(b, root)?;
     check_count(count)?;
-    let t = TypeInfo::of(dtype)?;
-    b.size_class = size_class(count as i64 * t.size);
+    let t = P::type_info(dtype)?;
+    b.set_size_class(size_class(count as i64 * t.size));
     if count == 0 {
         return Ok(());
     }
-    let input = if b.rank == root && in_place(sendbuf) {
-        recvbuf as In
+    let input = if b.rank() == root && P::in_place(sendbuf) {
+        recvbuf
     } else {
         sendbuf
     };
-    let commutes = commutative(op)?;
-    if commutes && b.size > 1 && count as i64 * t.size > 2048 && count >= pof2_below(b.size) {
+    let commutes = P::commutative(op)?;
+    if commutes && b.size() > 1 && count as i64 * t.size > 2048 && count >= pof2_below(b.size()) {
         reduce_rabenseifner(b, input, recvbuf, count, dtype, &t, op, root);
     } else {
         reduce_tree(b, input, recvbuf, count, dtype, &t, op, commutes, root);
@@ -278,18 +395,18 @@ pub unsafe fn reduce(
 /// rest reduce-scatter and gather the pieces to the root (or to the neighbour of a folded-out
 /// root, which passes the result on).
 #[allow(clippy::too_many_arguments)]
-fn reduce_rabenseifner(
-    b: &mut Builder,
-    input: In,
-    recvbuf: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
+fn reduce_rabenseifner<P: Plan>(
+    b: &mut P,
+    input: P::Addr,
+    recvbuf: P::Addr,
+    count: i32,
+    dtype: P::Type,
     t: &TypeInfo,
-    op: MPI_Op,
-    root: c_int,
+    op: P::Op,
+    root: i32,
 ) {
-    let (r, n) = (b.rank, b.size);
-    let whole = |p: Out| Data::new(p, count, dtype);
+    let (r, n) = (b.rank(), b.size());
+    let whole = |p: P::Addr| Data::new(p, count, dtype);
     let work = if r == root {
         recvbuf
     } else {
@@ -299,7 +416,7 @@ fn reduce_rabenseifner(
     let tmp = b.typed_temp(count, t);
     let pof2 = pof2_below(n);
     let rem = n - pof2;
-    let newrank_of = |x: c_int| if x < 2 * rem { x / 2 } else { x - rem };
+    let newrank_of = |x: i32| if x < 2 * rem { x / 2 } else { x - rem };
     let newrank = if r < 2 * rem {
         if r % 2 == 0 {
             b.send(whole(work), r + 1);
@@ -313,7 +430,7 @@ fn reduce_rabenseifner(
     } else {
         r - rem
     };
-    let real = |nr: c_int| if nr < rem { nr * 2 + 1 } else { nr + rem };
+    let real = |nr: i32| if nr < rem { nr * 2 + 1 } else { nr + rem };
     if newrank >= 0 {
         rabenseifner(
             b,
@@ -339,30 +456,30 @@ fn reduce_rabenseifner(
     }
 }
 
-pub unsafe fn allreduce(
-    b: &mut Builder,
-    sendbuf: In,
-    recvbuf: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
-    op: MPI_Op,
-) -> Result<(), c_int> {
+pub fn allreduce<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    recvbuf: P::Addr,
+    count: i32,
+    dtype: P::Type,
+    op: P::Op,
+) -> Result<(), Invalid> {
     check_count(count)?;
-    let t = TypeInfo::of(dtype)?;
+    let t = P::type_info(dtype)?;
     let bytes = count as i64 * t.size;
-    b.size_class = size_class(bytes);
+    b.set_size_class(size_class(bytes));
     if count == 0 {
         return Ok(());
     }
-    let whole = |p: Out| Data::new(p, count, dtype);
-    if !in_place(sendbuf) {
+    let whole = |p: P::Addr| Data::new(p, count, dtype);
+    if !P::in_place(sendbuf) {
         b.copy(Data::new(sendbuf, count, dtype), whole(recvbuf));
     }
-    let (r, n) = (b.rank, b.size);
+    let (r, n) = (b.rank(), b.size());
     if n == 1 {
         return Ok(());
     }
-    let commutes = commutative(op)?;
+    let commutes = P::commutative(op)?;
     let pof2 = pof2_below(n);
     let rem = n - pof2;
     let tmp = b.typed_temp(count, &t);
@@ -380,7 +497,7 @@ pub unsafe fn allreduce(
     } else {
         r - rem
     };
-    let real = |nr: c_int| if nr < rem { nr * 2 + 1 } else { nr + rem };
+    let real = |nr: i32| if nr < rem { nr * 2 + 1 } else { nr + rem };
     if newrank >= 0 {
         if commutes && bytes > 2048 && count >= pof2 {
             rabenseifner(
@@ -420,25 +537,25 @@ pub unsafe fn allreduce(
 /// recursive halving, then the same steps backwards as an allgather by recursive doubling, or,
 /// with `gather_to` (a new rank), as a binomial gather of the pieces to it.
 #[allow(clippy::too_many_arguments)]
-fn rabenseifner(
-    b: &mut Builder,
-    recvbuf: Out,
-    tmp: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
+fn rabenseifner<P: Plan>(
+    b: &mut P,
+    recvbuf: P::Addr,
+    tmp: P::Addr,
+    count: i32,
+    dtype: P::Type,
     t: &TypeInfo,
-    op: MPI_Op,
-    newrank: c_int,
-    pof2: c_int,
-    real: impl Fn(c_int) -> c_int,
-    gather_to: Option<c_int>,
+    op: P::Op,
+    newrank: i32,
+    pof2: i32,
+    real: impl Fn(i32) -> i32,
+    gather_to: Option<i32>,
 ) {
     let mut disps = vec![0i64; pof2 as usize + 1];
     for i in 0..pof2 as usize {
-        disps[i + 1] = disps[i] + (count / pof2 + ((i as c_int) < count % pof2) as c_int) as i64;
+        disps[i + 1] = disps[i] + (count / pof2 + ((i as i32) < count % pof2) as i32) as i64;
     }
-    let cnt = |lo: c_int, hi: c_int| (disps[hi as usize] - disps[lo as usize]) as c_int;
-    let part = |base: Out, idx: c_int| at(base, disps[idx as usize] * t.extent);
+    let cnt = |lo: i32, hi: i32| (disps[hi as usize] - disps[lo as usize]) as i32;
+    let part = |base: P::Addr, idx: i32| P::at(base, disps[idx as usize] * t.extent);
     let (mut send_idx, mut recv_idx, mut last_idx) = (0, 0, pof2);
     let mut mask = 1;
     while mask < pof2 {
@@ -505,31 +622,31 @@ fn rabenseifner(
 
 /// The root's array of one block per rank in gather and scatter, and the block size in bytes
 /// (from the root's arguments at the root, from the rank's own elsewhere).
-struct RootBlocks {
-    buf: In,
-    count: c_int,
-    dtype: MPI_Datatype,
+struct RootBlocks<P: Plan> {
+    buf: P::Addr,
+    count: i32,
+    dtype: P::Type,
     extent: i64,
     bytes: i64,
 }
 
-impl RootBlocks {
-    unsafe fn new(
-        b: &mut Builder,
-        root: c_int,
-        (buf, count, dtype): (In, c_int, MPI_Datatype),
-        (own_count, own_type): (c_int, MPI_Datatype),
-    ) -> Result<RootBlocks, c_int> {
+impl<P: Plan> RootBlocks<P> {
+    fn new(
+        b: &mut P,
+        root: i32,
+        (buf, count, dtype): (P::Addr, i32, P::Type),
+        (own_count, own_type): (i32, P::Type),
+    ) -> Result<RootBlocks<P>, Invalid> {
         check_root(b, root)?;
-        let (bytes, extent) = if b.rank == root {
+        let (bytes, extent) = if b.rank() == root {
             check_count(count)?;
-            let t = TypeInfo::of(dtype)?;
+            let t = P::type_info(dtype)?;
             (count as i64 * t.size, t.extent)
         } else {
             check_count(own_count)?;
-            (own_count as i64 * TypeInfo::of(own_type)?.size, 0)
+            (own_count as i64 * P::type_info(own_type)?.size, 0)
         };
-        b.size_class = size_class(bytes);
+        b.set_size_class(size_class(bytes));
         Ok(RootBlocks {
             buf,
             count,
@@ -539,9 +656,9 @@ impl RootBlocks {
         })
     }
 
-    fn slot(&self, i: c_int) -> Data {
+    fn slot(&self, i: i32) -> Data<P> {
         Data::new(
-            at(self.buf, i as i64 * self.count as i64 * self.extent),
+            P::at(self.buf, i as i64 * self.count as i64 * self.extent),
             self.count,
             self.dtype,
         )
@@ -549,34 +666,34 @@ impl RootBlocks {
 }
 
 /// Gather and scatter move blocks of one size; binomial trees pay off for many small blocks.
-fn rooted_tree(n: c_int, block: i64) -> bool {
+fn rooted_tree(n: i32, block: i64) -> bool {
     n > 10 && block < 1024
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gather(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn gather<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcount: i32,
+    recvtype: P::Type,
+    root: i32,
+) -> Result<(), Invalid> {
     let blocks = RootBlocks::new(
         b,
         root,
         (recvbuf, recvcount, recvtype),
         (sendcount, sendtype),
     )?;
-    let (r, n, block) = (b.rank, b.size, blocks.bytes);
+    let (r, n, block) = (b.rank(), b.size(), blocks.bytes);
     let is_root = r == root;
-    let inplace = is_root && in_place(sendbuf);
+    let inplace = is_root && P::in_place(sendbuf);
     if block == 0 {
         return Ok(());
     }
-    let slot = |i: c_int| blocks.slot(i);
+    let slot = |i: i32| blocks.slot(i);
     let own = Data::new(sendbuf, sendcount, sendtype);
     if is_root && !inplace {
         b.copy(own, slot(r));
@@ -601,7 +718,7 @@ pub unsafe fn gather(
     let v = tree.v;
     let ws = b.temp(tree.subtree(v) as i64 * block);
     let ws_block =
-        |j: c_int, len: c_int| Data::bytes(at(ws, (j - v) as i64 * block), len as i64 * block);
+        |j: i32, len: i32| Data::bytes(P::at(ws, (j - v) as i64 * block), len as i64 * block);
     if !is_root {
         b.copy(own, ws_block(v, 1));
     }
@@ -621,32 +738,32 @@ pub unsafe fn gather(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gatherv(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcounts: *const c_int,
-    displs: *const c_int,
-    recvtype: MPI_Datatype,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn gatherv<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcounts: P::Ints,
+    displs: P::Ints,
+    recvtype: P::Type,
+    root: i32,
+) -> Result<(), Invalid> {
     check_root(b, root)?;
-    b.size_class = VARYING;
-    let (r, n) = (b.rank, b.size);
+    b.set_size_class(VARYING);
+    let (r, n) = (b.rank(), b.size());
     let own = Data::new(sendbuf, sendcount, sendtype);
     if r != root {
         check_count(sendcount)?;
         b.send(own, root);
         return Ok(());
     }
-    let counts = ints(recvcounts, n)?;
-    let displs = std::slice::from_raw_parts(displs, n as usize);
-    let rext = TypeInfo::of(recvtype)?.extent;
-    let slot = |i: c_int| {
+    let counts = counts::<P>(recvcounts, n)?;
+    let displs = displacements::<P>(displs, n)?;
+    let rext = P::type_info(recvtype)?.extent;
+    let slot = |i: i32| {
         Data::new(
-            at(recvbuf, displs[i as usize] as i64 * rext),
+            P::at(recvbuf, displs[i as usize] as i64 * rext),
             counts[i as usize],
             recvtype,
         )
@@ -654,7 +771,7 @@ pub unsafe fn gatherv(
     for i in 0..n {
         if i != r {
             b.recv(slot(i), i);
-        } else if !in_place(sendbuf) {
+        } else if !P::in_place(sendbuf) {
             b.copy(own, slot(i));
         }
     }
@@ -662,29 +779,29 @@ pub unsafe fn gatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn scatter(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn scatter<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcount: i32,
+    recvtype: P::Type,
+    root: i32,
+) -> Result<(), Invalid> {
     let blocks = RootBlocks::new(
         b,
         root,
         (sendbuf, sendcount, sendtype),
         (recvcount, recvtype),
     )?;
-    let (r, n, block) = (b.rank, b.size, blocks.bytes);
+    let (r, n, block) = (b.rank(), b.size(), blocks.bytes);
     let is_root = r == root;
-    let inplace = is_root && in_place(recvbuf);
+    let inplace = is_root && P::in_place(recvbuf);
     if block == 0 {
         return Ok(());
     }
-    let slot = |i: c_int| blocks.slot(i);
+    let slot = |i: i32| blocks.slot(i);
     let own = Data::new(recvbuf, recvcount, recvtype);
     if is_root && !inplace {
         b.copy(slot(r), own);
@@ -708,7 +825,7 @@ pub unsafe fn scatter(
     let v = tree.v;
     let ws = b.temp(tree.subtree(v) as i64 * block);
     let ws_block =
-        |j: c_int, len: c_int| Data::bytes(at(ws, (j - v) as i64 * block), len as i64 * block);
+        |j: i32, len: i32| Data::bytes(P::at(ws, (j - v) as i64 * block), len as i64 * block);
     match tree.parent() {
         Some(parent) => {
             b.recv(ws_block(v, tree.subtree(v)), parent);
@@ -728,32 +845,32 @@ pub unsafe fn scatter(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn scatterv(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcounts: *const c_int,
-    displs: *const c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-    root: c_int,
-) -> Result<(), c_int> {
+pub fn scatterv<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcounts: P::Ints,
+    displs: P::Ints,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcount: i32,
+    recvtype: P::Type,
+    root: i32,
+) -> Result<(), Invalid> {
     check_root(b, root)?;
-    b.size_class = VARYING;
-    let (r, n) = (b.rank, b.size);
+    b.set_size_class(VARYING);
+    let (r, n) = (b.rank(), b.size());
     let own = Data::new(recvbuf, recvcount, recvtype);
     if r != root {
         check_count(recvcount)?;
         b.recv(own, root);
         return Ok(());
     }
-    let counts = ints(sendcounts, n)?;
-    let displs = std::slice::from_raw_parts(displs, n as usize);
-    let sext = TypeInfo::of(sendtype)?.extent;
-    let slot = |i: c_int| {
+    let counts = counts::<P>(sendcounts, n)?;
+    let displs = displacements::<P>(displs, n)?;
+    let sext = P::type_info(sendtype)?.extent;
+    let slot = |i: i32| {
         Data::new(
-            at(sendbuf, displs[i as usize] as i64 * sext),
+            P::at(sendbuf, displs[i as usize] as i64 * sext),
             counts[i as usize],
             sendtype,
         )
@@ -761,7 +878,7 @@ pub unsafe fn scatterv(
     for i in 0..n {
         if i != r {
             b.send(slot(i), i);
-        } else if !in_place(recvbuf) {
+        } else if !P::in_place(recvbuf) {
             b.copy(slot(i), own);
         }
     }
@@ -769,28 +886,28 @@ pub unsafe fn scatterv(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn allgather(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-) -> Result<(), c_int> {
+pub fn allgather<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcount: i32,
+    recvtype: P::Type,
+) -> Result<(), Invalid> {
     check_count(recvcount)?;
-    let (r, n) = (b.rank, b.size);
-    let rt = TypeInfo::of(recvtype)?;
+    let (r, n) = (b.rank(), b.size());
+    let rt = P::type_info(recvtype)?;
     let block = recvcount as i64 * rt.size;
     let total = block * n as i64;
-    b.size_class = size_class(block);
+    b.set_size_class(size_class(block));
     if block == 0 {
         return Ok(());
     }
-    let inplace = in_place(sendbuf);
-    let slot = |i: c_int| {
+    let inplace = P::in_place(sendbuf);
+    let slot = |i: i32| {
         Data::new(
-            at(recvbuf, i as i64 * recvcount as i64 * rt.extent),
+            P::at(recvbuf, i as i64 * recvcount as i64 * rt.extent),
             recvcount,
             recvtype,
         )
@@ -800,8 +917,9 @@ pub unsafe fn allgather(
     } else {
         Data::new(sendbuf, sendcount, sendtype)
     };
-    let bytes =
-        |ws: Out, j: c_int, len: c_int| Data::bytes(at(ws, j as i64 * block), len as i64 * block);
+    let bytes = |ws: P::Addr, j: i32, len: i32| {
+        Data::bytes(P::at(ws, j as i64 * block), len as i64 * block)
+    };
     if n.count_ones() == 1 && total < 81920 {
         // Recursive doubling on the blocks in rank order: recvbuf itself when contiguous.
         let ws = if rt.contiguous() {
@@ -849,8 +967,8 @@ pub unsafe fn allgather(
 }
 
 /// Ring allgather of blocks already in place at each rank: step i passes on block r − i.
-fn ring(b: &mut Builder, slot: impl Fn(c_int) -> Data) {
-    let (r, n) = (b.rank, b.size);
+fn ring<P: Plan>(b: &mut P, slot: impl Fn(i32) -> Data<P>) {
+    let (r, n) = (b.rank(), b.size());
     let (left, right) = ((r + n - 1) % n, (r + 1) % n);
     for i in 0..n - 1 {
         b.recv(slot((r - i - 1 + 2 * n) % n), left);
@@ -860,33 +978,33 @@ fn ring(b: &mut Builder, slot: impl Fn(c_int) -> Data) {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn allgatherv(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcounts: *const c_int,
-    displs: *const c_int,
-    recvtype: MPI_Datatype,
-) -> Result<(), c_int> {
-    let (r, n) = (b.rank, b.size);
-    let counts = ints(recvcounts, n)?;
-    let displs = std::slice::from_raw_parts(displs, n as usize).to_vec();
-    let rt = TypeInfo::of(recvtype)?;
+pub fn allgatherv<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcounts: P::Ints,
+    displs: P::Ints,
+    recvtype: P::Type,
+) -> Result<(), Invalid> {
+    let (r, n) = (b.rank(), b.size());
+    let counts = counts::<P>(recvcounts, n)?;
+    let displs = displacements::<P>(displs, n)?;
+    let rt = P::type_info(recvtype)?;
     let total: i64 = counts.iter().map(|&c| c as i64 * rt.size).sum();
-    b.size_class = size_class(total / n as i64);
+    b.set_size_class(size_class(total / n as i64));
     if total == 0 {
         return Ok(());
     }
-    let slot = |i: c_int| {
+    let slot = |i: i32| {
         Data::new(
-            at(recvbuf, displs[i as usize] as i64 * rt.extent),
+            P::at(recvbuf, displs[i as usize] as i64 * rt.extent),
             counts[i as usize],
             recvtype,
         )
     };
-    if !in_place(sendbuf) {
+    if !P::in_place(sendbuf) {
         b.copy(Data::new(sendbuf, sendcount, sendtype), slot(r));
     }
     ring(b, slot);
@@ -894,8 +1012,8 @@ pub unsafe fn allgatherv(
 }
 
 /// Posts all receives, then all sends, spread so that ranks do not all start with rank 0.
-fn all_pairs(b: &mut Builder, recv: impl Fn(c_int) -> Data, send: impl Fn(c_int) -> Data) {
-    let (r, n) = (b.rank, b.size);
+fn all_pairs<P: Plan>(b: &mut P, recv: impl Fn(i32) -> Data<P>, send: impl Fn(i32) -> Data<P>) {
+    let (r, n) = (b.rank(), b.size());
     for i in 1..n {
         let src = (r + i) % n;
         b.recv(recv(src), src);
@@ -907,14 +1025,14 @@ fn all_pairs(b: &mut Builder, recv: impl Fn(c_int) -> Data, send: impl Fn(c_int)
 }
 
 /// `MPI_IN_PLACE` all-to-all: the outgoing blocks are packed first, then received over.
-fn in_place_all_pairs(b: &mut Builder, recv: impl Fn(c_int) -> Data, lens: &[i64]) {
-    let (r, n) = (b.rank, b.size);
+fn in_place_all_pairs<P: Plan>(b: &mut P, recv: impl Fn(i32) -> Data<P>, lens: &[i64]) {
+    let (r, n) = (b.rank(), b.size());
     let mut offsets = vec![0i64; n as usize + 1];
     for i in 0..n as usize {
-        offsets[i + 1] = offsets[i] + if i as c_int == r { 0 } else { lens[i] };
+        offsets[i + 1] = offsets[i] + if i as i32 == r { 0 } else { lens[i] };
     }
     let ws = b.temp(offsets[n as usize]);
-    let packed = |j: c_int| Data::bytes(at(ws, offsets[j as usize]), lens[j as usize]);
+    let packed = |j: i32| Data::bytes(P::at(ws, offsets[j as usize]), lens[j as usize]);
     for j in (0..n).filter(|&j| j != r) {
         b.copy(recv(j), packed(j));
     }
@@ -922,38 +1040,38 @@ fn in_place_all_pairs(b: &mut Builder, recv: impl Fn(c_int) -> Data, lens: &[i64
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoall(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-) -> Result<(), c_int> {
+pub fn alltoall<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcount: i32,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcount: i32,
+    recvtype: P::Type,
+) -> Result<(), Invalid> {
     check_count(recvcount)?;
-    let (r, n) = (b.rank, b.size);
-    let rt = TypeInfo::of(recvtype)?;
+    let (r, n) = (b.rank(), b.size());
+    let rt = P::type_info(recvtype)?;
     let block = recvcount as i64 * rt.size;
-    b.size_class = size_class(block);
+    b.set_size_class(size_class(block));
     if block == 0 {
         return Ok(());
     }
-    let rslot = |i: c_int| {
+    let rslot = |i: i32| {
         Data::new(
-            at(recvbuf, i as i64 * recvcount as i64 * rt.extent),
+            P::at(recvbuf, i as i64 * recvcount as i64 * rt.extent),
             recvcount,
             recvtype,
         )
     };
-    if in_place(sendbuf) {
+    if P::in_place(sendbuf) {
         in_place_all_pairs(b, rslot, &vec![block; n as usize]);
         return Ok(());
     }
-    let sext = TypeInfo::of(sendtype)?.extent;
-    let sslot = |i: c_int| {
+    let sext = P::type_info(sendtype)?.extent;
+    let sslot = |i: i32| {
         Data::new(
-            at(sendbuf, i as i64 * sendcount as i64 * sext),
+            P::at(sendbuf, i as i64 * sendcount as i64 * sext),
             sendcount,
             sendtype,
         )
@@ -982,32 +1100,32 @@ pub unsafe fn alltoall(
 
 /// Bruck's all-to-all in ⌈log2 n⌉ steps: block j of the workspace travels j ranks, one bit
 /// of j per step.
-fn bruck_alltoall(
-    b: &mut Builder,
+fn bruck_alltoall<P: Plan>(
+    b: &mut P,
     block: i64,
-    sslot: impl Fn(c_int) -> Data,
-    rslot: impl Fn(c_int) -> Data,
+    sslot: impl Fn(i32) -> Data<P>,
+    rslot: impl Fn(i32) -> Data<P>,
 ) {
-    let (r, n) = (b.rank, b.size);
+    let (r, n) = (b.rank(), b.size());
     let ws = b.temp(n as i64 * block);
     let out = b.temp(n as i64 * block);
     let inc = b.temp(n as i64 * block);
-    let bytes = |base: Out, j: c_int| Data::bytes(at(base, j as i64 * block), block);
+    let bytes = |base: P::Addr, j: i32| Data::bytes(P::at(base, j as i64 * block), block);
     for j in 0..n {
         b.copy(sslot((r + j) % n), bytes(ws, j));
     }
     let mut bit = 1;
     while bit < n {
-        let moving: Vec<c_int> = (0..n).filter(|j| j & bit != 0).collect();
+        let moving: Vec<i32> = (0..n).filter(|j| j & bit != 0).collect();
         for (k, &j) in moving.iter().enumerate() {
-            b.copy(bytes(ws, j), bytes(out, k as c_int));
+            b.copy(bytes(ws, j), bytes(out, k as i32));
         }
         let len = moving.len() as i64 * block;
         b.recv(Data::bytes(inc, len), (r - bit + n) % n);
         b.send(Data::bytes(out, len), (r + bit) % n);
         b.next_round();
         for (k, &j) in moving.iter().enumerate() {
-            b.copy(bytes(inc, k as c_int), bytes(ws, j));
+            b.copy(bytes(inc, k as i32), bytes(ws, j));
         }
         bit <<= 1;
     }
@@ -1017,40 +1135,40 @@ fn bruck_alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoallv(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
-    sendtype: MPI_Datatype,
-    recvbuf: Out,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
-    recvtype: MPI_Datatype,
-) -> Result<(), c_int> {
-    b.size_class = VARYING;
-    let (r, n) = (b.rank, b.size);
-    let rcounts = ints(recvcounts, n)?;
-    let rdispls = std::slice::from_raw_parts(rdispls, n as usize).to_vec();
-    let rt = TypeInfo::of(recvtype)?;
-    let rslot = |i: c_int| {
+pub fn alltoallv<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcounts: P::Ints,
+    sdispls: P::Ints,
+    sendtype: P::Type,
+    recvbuf: P::Addr,
+    recvcounts: P::Ints,
+    rdispls: P::Ints,
+    recvtype: P::Type,
+) -> Result<(), Invalid> {
+    b.set_size_class(VARYING);
+    let (r, n) = (b.rank(), b.size());
+    let rcounts = counts::<P>(recvcounts, n)?;
+    let rdispls = displacements::<P>(rdispls, n)?;
+    let rt = P::type_info(recvtype)?;
+    let rslot = |i: i32| {
         Data::new(
-            at(recvbuf, rdispls[i as usize] as i64 * rt.extent),
+            P::at(recvbuf, rdispls[i as usize] as i64 * rt.extent),
             rcounts[i as usize],
             recvtype,
         )
     };
-    if in_place(sendbuf) {
+    if P::in_place(sendbuf) {
         let lens: Vec<i64> = rcounts.iter().map(|&c| c as i64 * rt.size).collect();
         in_place_all_pairs(b, rslot, &lens);
         return Ok(());
     }
-    let scounts = ints(sendcounts, n)?;
-    let sdispls = std::slice::from_raw_parts(sdispls, n as usize).to_vec();
-    let sext = TypeInfo::of(sendtype)?.extent;
-    let sslot = |i: c_int| {
+    let scounts = counts::<P>(sendcounts, n)?;
+    let sdispls = displacements::<P>(sdispls, n)?;
+    let sext = P::type_info(sendtype)?.extent;
+    let sslot = |i: i32| {
         Data::new(
-            at(sendbuf, sdispls[i as usize] as i64 * sext),
+            P::at(sendbuf, sdispls[i as usize] as i64 * sext),
             scounts[i as usize],
             sendtype,
         )
@@ -1061,40 +1179,40 @@ pub unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoallw(
-    b: &mut Builder,
-    sendbuf: In,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
-    sendtypes: *const MPI_Datatype,
-    recvbuf: Out,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
-    recvtypes: *const MPI_Datatype,
-) -> Result<(), c_int> {
-    b.size_class = VARYING;
-    let (r, n) = (b.rank, b.size);
-    let rcounts = ints(recvcounts, n)?;
-    let rdispls = std::slice::from_raw_parts(rdispls, n as usize).to_vec();
-    let rtypes = std::slice::from_raw_parts(recvtypes, n as usize).to_vec();
-    let rslot = |i: c_int| {
+pub fn alltoallw<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    sendcounts: P::Ints,
+    sdispls: P::Ints,
+    sendtypes: P::Types,
+    recvbuf: P::Addr,
+    recvcounts: P::Ints,
+    rdispls: P::Ints,
+    recvtypes: P::Types,
+) -> Result<(), Invalid> {
+    b.set_size_class(VARYING);
+    let (r, n) = (b.rank(), b.size());
+    let rcounts = counts::<P>(recvcounts, n)?;
+    let rdispls = displacements::<P>(rdispls, n)?;
+    let rtypes = P::types(recvtypes, n).ok_or(Invalid)?;
+    let rslot = |i: i32| {
         let i = i as usize;
-        Data::new(at(recvbuf, rdispls[i] as i64), rcounts[i], rtypes[i])
+        Data::new(P::at(recvbuf, rdispls[i] as i64), rcounts[i], rtypes[i])
     };
-    if in_place(sendbuf) {
+    if P::in_place(sendbuf) {
         let mut lens = Vec::with_capacity(n as usize);
         for i in 0..n as usize {
-            lens.push(rcounts[i] as i64 * TypeInfo::of(rtypes[i])?.size);
+            lens.push(rcounts[i] as i64 * P::type_info(rtypes[i])?.size);
         }
         in_place_all_pairs(b, rslot, &lens);
         return Ok(());
     }
-    let scounts = ints(sendcounts, n)?;
-    let sdispls = std::slice::from_raw_parts(sdispls, n as usize).to_vec();
-    let stypes = std::slice::from_raw_parts(sendtypes, n as usize).to_vec();
-    let sslot = |i: c_int| {
+    let scounts = counts::<P>(sendcounts, n)?;
+    let sdispls = displacements::<P>(sdispls, n)?;
+    let stypes = P::types(sendtypes, n).ok_or(Invalid)?;
+    let sslot = |i: i32| {
         let i = i as usize;
-        Data::new(at(sendbuf, sdispls[i] as i64), scounts[i], stypes[i])
+        Data::new(P::at(sendbuf, sdispls[i] as i64), scounts[i], stypes[i])
     };
     b.copy(sslot(r), rslot(r));
     all_pairs(b, rslot, sslot);
@@ -1102,47 +1220,47 @@ pub unsafe fn alltoallw(
 }
 
 /// `Reduce_scatter`: block i of the reduced vector (`counts[i]` elements) ends at rank i.
-pub unsafe fn reduce_scatter(
-    b: &mut Builder,
-    sendbuf: In,
-    recvbuf: Out,
-    counts: &[c_int],
-    dtype: MPI_Datatype,
-    op: MPI_Op,
-) -> Result<(), c_int> {
-    let (r, n) = (b.rank, b.size);
+pub fn reduce_scatter<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    recvbuf: P::Addr,
+    counts: &[i32],
+    dtype: P::Type,
+    op: P::Op,
+) -> Result<(), Invalid> {
+    let (r, n) = (b.rank(), b.size());
     if counts.len() != n as usize {
-        return Err(abi().err_arg);
+        return Err(Invalid);
     }
     if counts.iter().any(|&c| c < 0) {
-        return Err(abi().err_count);
+        return Err(Invalid);
     }
-    let t = TypeInfo::of(dtype)?;
+    let t = P::type_info(dtype)?;
     let mut disps = vec![0i64; n as usize + 1];
     for i in 0..n as usize {
         disps[i + 1] = disps[i] + counts[i] as i64;
     }
     let total = disps[n as usize];
-    b.size_class = size_class(total * t.size / n as i64);
+    b.set_size_class(size_class(total * t.size / n as i64));
     if total == 0 {
         return Ok(());
     }
-    let input = if in_place(sendbuf) {
-        recvbuf as In
+    let input = if P::in_place(sendbuf) {
+        recvbuf
     } else {
         sendbuf
     };
-    let block = |base: In, i: c_int| {
+    let block = |base: P::Addr, i: i32| {
         Data::new(
-            at(base, disps[i as usize] * t.extent),
+            P::at(base, disps[i as usize] * t.extent),
             counts[i as usize],
             dtype,
         )
     };
     let mine = counts[r as usize];
-    if commutative(op)? {
+    if P::commutative(op)? {
         // Pairwise exchange: every rank sends each other rank its block and reduces its own.
-        let partials: Vec<Out> = (1..n)
+        let partials: Vec<P::Addr> = (1..n)
             .filter(|_| mine > 0)
             .map(|i| {
                 let tmp = b.typed_temp(mine, &t);
@@ -1157,7 +1275,7 @@ pub unsafe fn reduce_scatter(
             }
         }
         b.next_round();
-        let mut acc = block(input, r).ptr as In;
+        let mut acc = block(input, r).ptr;
         for tmp in partials {
             b.reduce(acc, tmp, mine, dtype, op);
             acc = tmp;
@@ -1167,11 +1285,11 @@ pub unsafe fn reduce_scatter(
     }
     // Non-commutative: reduce the whole vector in rank order at 0, then scatter it.
     let whole = if r == 0 {
-        b.typed_temp(total as c_int, &t)
+        b.typed_temp(total as i32, &t)
     } else {
-        std::ptr::null_mut()
+        P::null()
     };
-    reduce_tree(b, input, whole, total as c_int, dtype, &t, op, false, 0);
+    reduce_tree(b, input, whole, total as i32, dtype, &t, op, false, 0);
     b.next_round();
     if r == 0 {
         for i in (1..n).filter(|&i| counts[i as usize] > 0) {
@@ -1184,28 +1302,38 @@ pub unsafe fn reduce_scatter(
     Ok(())
 }
 
-/// `Scan` (`exclusive` false) and `Exscan` by recursive doubling: `partial` holds the
+/// Whether a rank's own contribution is in its prefix reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefix {
+    /// `MPI_Scan`.
+    Inclusive,
+    /// `MPI_Exscan`.
+    Exclusive,
+}
+
+/// `Scan` and `Exscan` by recursive doubling: `partial` holds the
 /// reduction over the ranks this rank has heard from, the result only those below it.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn scan(
-    b: &mut Builder,
-    sendbuf: In,
-    recvbuf: Out,
-    count: c_int,
-    dtype: MPI_Datatype,
-    op: MPI_Op,
-    exclusive: bool,
-) -> Result<(), c_int> {
+pub fn scan<P: Plan>(
+    b: &mut P,
+    sendbuf: P::Addr,
+    recvbuf: P::Addr,
+    count: i32,
+    dtype: P::Type,
+    op: P::Op,
+    prefix: Prefix,
+) -> Result<(), Invalid> {
+    let exclusive = prefix == Prefix::Exclusive;
     check_count(count)?;
-    let t = TypeInfo::of(dtype)?;
-    b.size_class = size_class(count as i64 * t.size);
-    let (r, n) = (b.rank, b.size);
+    let t = P::type_info(dtype)?;
+    b.set_size_class(size_class(count as i64 * t.size));
+    let (r, n) = (b.rank(), b.size());
     if count == 0 {
         return Ok(());
     }
-    let whole = |p: In| Data::new(p, count, dtype);
-    let input = if in_place(sendbuf) {
-        recvbuf as In
+    let whole = |p: P::Addr| Data::new(p, count, dtype);
+    let input = if P::in_place(sendbuf) {
+        recvbuf
     } else {
         sendbuf
     };
@@ -1215,7 +1343,7 @@ pub unsafe fn scan(
     if n == 1 {
         return Ok(());
     }
-    let commutes = commutative(op)?;
+    let commutes = P::commutative(op)?;
     let mut partial = b.typed_temp(count, &t);
     let mut tmp = b.typed_temp(count, &t);
     b.copy(whole(input), whole(partial));
@@ -1252,7 +1380,7 @@ pub unsafe fn scan(
 mod tests {
     use super::*;
 
-    fn tree(n: c_int, root: c_int, rank: c_int) -> Tree {
+    fn tree(n: i32, root: i32, rank: i32) -> Tree {
         Tree {
             n,
             root,
@@ -1274,7 +1402,7 @@ mod tests {
                         assert_eq!(tree(n, root, c).parent(), Some(rank), "n {n} root {root}");
                     }
                     // A subtree is the node and its children's subtrees.
-                    let below: c_int = t.children().iter().map(|&c| t.subtree(c)).sum();
+                    let below: i32 = t.children().iter().map(|&c| t.subtree(c)).sum();
                     assert_eq!(t.subtree(t.v), 1 + below, "n {n} root {root} rank {rank}");
                 }
                 assert!(seen.iter().all(|&k| k == 1), "n {n} root {root}: {seen:?}");

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Differential fuzzing: random, deadlock-free MPI programs (ci/fuzz/fuzz.c) generated from
+# seeds, run natively and under the shim, their outcomes compared (ci/fuzz/driver.py).
+#
+# Usage: ci/fuzz.sh --mpi mpich|openmpi|all --seeds N [--from S] [--configs CONFIG ...]
+#            [--all-configs] [--per-seed K] [--counts] [--no-minimise]
+#        ci/fuzz.sh --mpi mpich|openmpi --replay SEED [--config CONFIG] [--units LIST]
+#        ci/fuzz.sh --mpi mpich|openmpi|all --regressions
+#
+# CONFIG is ENGINE/TAKEOVER/COLL (e.g. col+pnp/flip:3/shim) or native. Seed S runs with
+# 2 + S % 3 ranks. By default the seeds are spread over one configuration per engine, the
+# takeover modes (auto always flip:1 flip:2 flip:3 flip:7) and MATCHSHIM_COLL (shim native)
+# turning with them; --all-configs spreads them over every combination. A divergence prints
+# the command that replays it (minimised to the units that still fail). --regressions replays
+# the seeds in ci/fuzz/regressions. Builds the shims first if they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source ci/common.sh
+for mpi in mpich openmpi; do
+    [ -f "$(shim_lib_for "$mpi")" ] || build_shim "$mpi" >&2
+done
+exec python3 ci/fuzz/driver.py "$@"

@@ -1,0 +1,43 @@
+//! The matching protocol the shim runs for MPI programs, with no MPI in it: per communicator
+//! the takeover policy ([`policy`]), the engine with the posted and unexpected queues it holds
+//! while the shim matches ([`queues`]), and the collectives' tags and schedules ([`coll`]). It
+//! is driven by events (a receive posted, a message drained, a timed call, a clock value) and
+//! answers with actions (a match found, a receive queued, the receives to hand to MPI in
+//! posting order, a switch of mode). The shim executes it on MPI; the takeover model test and
+//! the trace generator execute it on models of MPI.
+//!
+//! A communicator is in one of two modes. **Delegated**: receives and probes go to MPI with
+//! the user's arguments and MPI matches them; the shim holds no queued element of the
+//! communicator and only watches. **Takeover**: the shim drains every message that no receive
+//! posted in MPI took (a wildcard matched probe) into its engine and matches it there.
+//!
+//! Why MPI's order holds across a switch:
+//! 1. Delegated to takeover. Every receive MPI still holds was posted before any receive the
+//!    shim will queue. MPI matches an arriving message against its own posted receives before
+//!    the message can be probed, so a message that fits one of them goes to the earliest such,
+//!    which is older than every receive in the shim: what one ordered list does. A message
+//!    that fits none becomes unexpected in MPI; the drain moves MPI's unexpected messages
+//!    oldest first (per source, send order), so the engine sees them in a legal order.
+//! 2. Takeover to delegated, only when the shim holds no unexpected message of the
+//!    communicator, after its waiting receives were handed to MPI in posting order
+//!    ([`Queues::give_back`]): messages still inside MPI are younger than every message the
+//!    shim had, and MPI matches the receives handed over and those posted later in posting
+//!    order.
+//! 3. The drain runs only in takeover, and a receive decides where it goes under the
+//!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a
+//!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]), so no receive
+//!    reaches MPI after a message it should get was drained. Receives of different threads
+//!    racing each other have no order in MPI.
+//!
+//! `crates/core/tests/takeover_model.rs` checks this argument on a model: MPI's own queues,
+//! these queues with every engine and random switches give exactly the matches of one
+//! ordered list.
+
+pub mod coll;
+mod depth;
+pub mod policy;
+mod queues;
+
+pub use depth::{Order, Signals};
+pub use policy::{Call, Mode, PlainCall, Policy, Takeover};
+pub use queues::{Build, Inbox, Key, Posted, Probe, Queues};

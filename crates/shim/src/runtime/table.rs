@@ -1,0 +1,174 @@
+//! The communicators the shim knows, by MPI handle, and the counters of those already freed.
+
+use super::comm::{Comm, Process};
+use super::thread::Serial;
+use crate::matching::EngineStats;
+use crate::mpi::{self, abi, HandleKey, MPI_Comm};
+use crate::report::{Bursts, CommReport};
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters summed over communicators.
+#[derive(Clone, Default)]
+pub struct Totals {
+    pub stats: EngineStats,
+    pub match_ticks: [u64; 2],
+    pub communicators: u64,
+    pub posted_left: u64,
+    pub unexpected_left: u64,
+    pub comms: Vec<CommReport>,
+    pub bursts: Bursts,
+}
+
+impl Totals {
+    fn add(&mut self, comm: &Comm, now_ns: u64) {
+        let (stats, match_ticks, (posted, unexpected), assertions) = comm.stats();
+        self.stats.merge(&stats);
+        self.match_ticks[0] += match_ticks[0];
+        self.match_ticks[1] += match_ticks[1];
+        self.communicators += 1;
+        self.bursts.add(&comm.bursts());
+        self.posted_left += posted as u64;
+        self.unexpected_left += unexpected as u64;
+        let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(now_ns);
+        let report = CommReport {
+            id: comm.id,
+            size: comm.size.max(0) as usize,
+            switches: comm.takeover.switches(),
+            delegated_time_ns,
+            delegated_receives: comm.takeover.delegated_receives(),
+            takeover_time_ns,
+            takeover_matches: stats.point_to_point.matches + stats.collective.matches,
+            assertions: assertions.keys(),
+        };
+        if report.delegated_receives + report.takeover_matches > 0 {
+            self.comms.push(report);
+        }
+    }
+}
+
+/// Why a handle has no communicator: MPI rejects it.
+pub struct Rejected;
+
+pub struct CommTable {
+    comms: RwLock<FxHashMap<usize, &'static Comm>>,
+    /// The communicator looked up last (below `MPI_THREAD_MULTIPLE`).
+    last: Serial<(usize, Option<&'static Comm>)>,
+    next_id: AtomicU64,
+    /// Counters of communicators already freed.
+    retired: Mutex<Totals>,
+    /// Attribute key whose delete callback says a communicator is gone.
+    keyval: c_int,
+    /// `process.multiple`, read on every lookup.
+    multiple: bool,
+    process: &'static Process,
+}
+
+impl CommTable {
+    /// `on_free` is called with a communicator's handle when MPI frees it.
+    pub fn new(
+        process: &'static Process,
+        on_free: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_void) -> c_int,
+    ) -> CommTable {
+        CommTable {
+            comms: RwLock::new(FxHashMap::default()),
+            last: Serial::new((usize::MAX, None)),
+            next_id: AtomicU64::new(0),
+            retired: Mutex::new(Totals::default()),
+            keyval: mpi::comm_keyval(on_free),
+            multiple: process.multiple,
+            process,
+        }
+    }
+
+    /// The communicator looked up last, if it is `handle` (below `MPI_THREAD_MULTIPLE`).
+    #[inline]
+    pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        if self.multiple {
+            return None;
+        }
+        // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+        match unsafe { self.last.get() } {
+            (cached, comm) if cached == handle.key() => comm,
+            _ => None,
+        }
+    }
+
+    /// The communicator of `handle`, created on first use.
+    #[inline]
+    pub fn get(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
+        match self.last(handle) {
+            Some(comm) => Ok(comm),
+            None => self.get_from_map(handle),
+        }
+    }
+
+    #[inline(never)]
+    fn get_from_map(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
+        let key = handle.key();
+        let known = self.comms.read().get(&key).copied();
+        let comm = match known {
+            Some(comm) => comm,
+            None => self.add(handle)?,
+        };
+        if !self.multiple {
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+            unsafe { self.last.set((key, Some(comm))) };
+        }
+        Ok(comm)
+    }
+
+    #[cold]
+    fn add(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
+        if handle.key() == abi().comm_null.key() {
+            return Err(Rejected);
+        }
+        let shape = mpi::comm_shape(handle).map_err(|_| Rejected)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut comms = self.comms.write();
+        if let Some(&comm) = comms.get(&handle.key()) {
+            return Ok(comm);
+        }
+        let now = self.process.clock.elapsed_ns();
+        // Kept for the run: a reference to it never dangles, so none is counted.
+        let comm: &'static Comm =
+            Box::leak(Box::new(Comm::new(id, handle, shape, self.process, now)));
+        comms.insert(handle.key(), comm);
+        drop(comms);
+        mpi::comm_set_attr(handle, self.keyval);
+        Ok(comm)
+    }
+
+    /// The communicator of `handle` if the shim knows it, without creating one.
+    pub fn known(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        self.comms.read().get(&handle.key()).copied()
+    }
+
+    /// MPI freed `handle`: the communicator leaves the table (its counters stay), and its
+    /// engine and queues are given back.
+    pub fn remove(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        let comm = self.comms.write().remove(&handle.key())?;
+        if !self.multiple {
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
+            unsafe { self.last.set((usize::MAX, None)) };
+        }
+        comm.forget();
+        self.retired
+            .lock()
+            .add(comm, self.process.clock.elapsed_ns());
+        comm.clear();
+        Some(comm)
+    }
+
+    /// The counters of every communicator, freed ones too.
+    pub fn totals(&self) -> Totals {
+        let now = self.process.clock.elapsed_ns();
+        let mut totals = self.retired.lock().clone();
+        for comm in self.comms.read().values() {
+            totals.add(comm, now);
+        }
+        totals
+    }
+}

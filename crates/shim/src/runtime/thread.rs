@@ -1,0 +1,113 @@
+//! Which MPI call the shim is handling, per thread: an MPI callback that calls `MPI_*` from
+//! inside the shim passes straight to MPI. Below `MPI_THREAD_MULTIPLE` the program makes one
+//! MPI call at a time, so that state (and the other per-call state the shim keeps) needs no
+//! synchronisation there, nor a thread-local lookup, which costs a call in a shared library.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A value only one thread uses at a time: below `MPI_THREAD_MULTIPLE`.
+pub struct Serial<T>(UnsafeCell<T>);
+
+// SAFETY: read and written only below MPI_THREAD_MULTIPLE, where one thread at a time is
+// inside the shim (every user says so at the use).
+unsafe impl<T> Sync for Serial<T> {}
+
+impl<T: Copy> Serial<T> {
+    pub const fn new(value: T) -> Serial<T> {
+        Serial(UnsafeCell::new(value))
+    }
+
+    /// # Safety
+    /// Below `MPI_THREAD_MULTIPLE`: no other thread is inside the shim.
+    #[inline(always)]
+    pub unsafe fn get(&self) -> T {
+        // SAFETY: as the caller promises, nothing writes it meanwhile.
+        unsafe { *self.0.get() }
+    }
+
+    /// # Safety
+    /// As for [`get`](Self::get).
+    #[inline(always)]
+    pub unsafe fn set(&self, value: T) {
+        // SAFETY: as the caller promises, nothing else reads or writes it meanwhile.
+        unsafe { *self.0.get() = value };
+    }
+}
+
+/// The MPI call the shim is handling, below `MPI_THREAD_MULTIPLE`.
+static IN_CALL_SERIAL: Serial<Option<&'static str>> = Serial::new(None);
+
+thread_local! {
+    /// The MPI call this thread is in, while the shim handles it (at `MPI_THREAD_MULTIPLE`).
+    static IN_CALL: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// The MPI call the shim is handling on this thread, if any.
+#[inline]
+pub fn in_call(multiple: bool) -> Option<&'static str> {
+    if multiple {
+        in_call_threaded()
+    } else {
+        // SAFETY: below MPI_THREAD_MULTIPLE, one thread at a time.
+        unsafe { IN_CALL_SERIAL.get() }
+    }
+}
+
+/// [`in_call`] below `MPI_THREAD_MULTIPLE`: a plain load.
+///
+/// # Safety
+/// Below `MPI_THREAD_MULTIPLE` only.
+#[inline(always)]
+pub unsafe fn in_call_serial() -> Option<&'static str> {
+    // SAFETY: as the caller promises.
+    unsafe { IN_CALL_SERIAL.get() }
+}
+
+// Thread-local access out of line: in a shared library it costs a call (`__tls_get_addr`),
+// which the compiler would otherwise make on the serial path too.
+#[inline(never)]
+fn in_call_threaded() -> Option<&'static str> {
+    IN_CALL.with(|c| c.get())
+}
+
+#[inline(never)]
+fn set_in_call_threaded(call: Option<&'static str>) {
+    IN_CALL.with(|c| c.set(call));
+}
+
+#[inline]
+fn set_in_call(multiple: bool, call: Option<&'static str>) {
+    if multiple {
+        set_in_call_threaded(call);
+    } else {
+        // SAFETY: below MPI_THREAD_MULTIPLE, one thread at a time.
+        unsafe { IN_CALL_SERIAL.set(call) };
+    }
+}
+
+/// The thread level is `MPI_THREAD_MULTIPLE` (set once, at `MPI_Init`).
+static MULTIPLE: AtomicBool = AtomicBool::new(false);
+
+pub fn set_multiple(multiple: bool) {
+    MULTIPLE.store(multiple, Ordering::Relaxed);
+}
+
+/// This thread is inside the shim's handling of some MPI call (an MPI callback re-entered).
+pub fn in_shim() -> bool {
+    in_call(MULTIPLE.load(Ordering::Relaxed)).is_some()
+}
+
+/// Runs `body` as the shim's handling of MPI call `name`.
+#[inline]
+pub fn inside<R>(multiple: bool, name: &'static str, body: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            set_in_call(self.0, None);
+        }
+    }
+    set_in_call(multiple, Some(name));
+    let _reset = Reset(multiple);
+    body()
+}

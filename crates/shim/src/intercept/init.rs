@@ -6,6 +6,7 @@ use crate::mpi::{self, abi, next, BUILT_FOR};
 use crate::runtime::{for_finalize, install, installed, report, runtime, Client};
 use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What joins the runtime's progress besides point-to-point receives.
 static CLIENTS: [&dyn Client; 1] = [&COLLECTIVES];
@@ -58,9 +59,23 @@ fn stop_before_init(message: &str) -> ! {
     std::process::exit(1);
 }
 
+/// Set while `init_shim` runs: a tool loaded after the shim that wraps `MPI_Init` comes back
+/// into the shim's `PMPI_Init`, which then only starts MPI.
+static INITIALISING: AtomicBool = AtomicBool::new(false);
+
 /// Runs the MPI's own initialisation (`start`) with the shim around it: the configuration is
 /// read first and the runtime installed after.
 pub fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
+    if INITIALISING.swap(true, Ordering::SeqCst) {
+        return start();
+    }
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            INITIALISING.store(false, Ordering::SeqCst);
+        }
+    }
+    let _done = Done;
     if let Err(message) = check_mpi_matches() {
         stop_before_init(&message);
     }

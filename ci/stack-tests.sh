@@ -4,7 +4,8 @@
 # natively, then with the tool and the shim preloaded in both orders, and with the tool
 # preloaded under `matchshim run`. Each stacked run must pass as natively, the tool's counts
 # of every rank must equal the native ones, and the shim's report (MATCHSHIM_REPORT) must hold
-# every rank, with its engine having matched messages (MATCHSHIM_TAKEOVER=always).
+# every rank, with its engine having matched messages (MATCHSHIM_TAKEOVER=always). A library
+# that defines the profiling names itself, loaded before the shim, gets one line at MPI_Init.
 #
 #   ci/stack-tests.sh [--mpi mpich|openmpi|all]
 set -euo pipefail
@@ -99,6 +100,17 @@ for mpi in $mpis; do
             fi
         done
     done
+    # A layer at the profiling level loaded before the shim hides it from tools: one line says so.
+    "$(mpicc_for "$mpi")" -shared -fPIC -O1 -Wall -o "$bin/pmpi_layer.so" "$SRC/tools/pmpi_layer.c"
+    dir="$tmp/$mpi-layer"
+    if ! run "$mpi" 2 "$bin/p2p_order" "$dir" "$bin/pmpi_layer.so $shim"; then
+        fail "$mpi p2p_order (PMPI layer, shim): exit status" "$dir/out"
+    elif [ "$(grep -c 'pmpi_layer.so defines PMPI_Send and is loaded before the shim' "$dir/out")" != 1 ]; then
+        fail "$mpi p2p_order (PMPI layer, shim): not one line about the layer" "$dir/out"
+    else
+        echo "ok $mpi p2p_order (PMPI layer, shim): $(grep 'matchshim:' "$dir/out")"
+        passed=$((passed + 1))
+    fi
 done
 echo "stack-tests: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -666,6 +666,21 @@ fn next(calls: &[Call]) -> String {
             }
         }
     }
+    // Every profiling name the shim exports, for the check of what else defines them.
+    let profiled: Vec<String> = calls
+        .iter()
+        .flat_map(|c| {
+            let large = c.large_count.then(|| format!("c\"P{}_c\"", c.name));
+            std::iter::once(format!("c\"P{}\"", c.name)).chain(large)
+        })
+        .collect();
+    writeln!(
+        out,
+        "/// The profiling names the shim exports (some absent from an MPI without the call).\n\
+         pub const PROFILED: &[&std::ffi::CStr] = &[{}];\n",
+        profiled.join(", ")
+    )
+    .unwrap();
     // The nonblocking forms of blocking calls that are not themselves exported (sends).
     for (native, call) in natives {
         for large in [false, true] {

@@ -1,6 +1,6 @@
 /* A minimal PMPI tool of the mpiP kind: each wrapped MPI_X counts its calls and passes them to
  * PMPI_X. At MPI_Finalize (wrapped too, with MPI calls of its own before PMPI_Finalize, as
- * profilers make them) each rank writes `NAME COUNT` lines to $COUNT_TOOL_DIR/rank.N.
+ * profilers make them; or MPI_FINALIZE in Fortran) each rank writes `NAME COUNT` lines to $COUNT_TOOL_DIR/rank.N.
  * Built with -DFORTRAN it also wraps the Fortran names (mpi_send_, ...) and passes them to
  * pmpi_send_, ..., counted apart as f:NAME.
  *
@@ -38,13 +38,15 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return PMPI_Init_thread(argc, argv, required, provided);
 }
 
-int MPI_Finalize(void)
+/* A profiler gathers its numbers before MPI ends: the job's total of wrapped calls. Once, from
+ * the first finalize wrapper reached (Open MPI's Fortran MPI_FINALIZE calls PMPI_Finalize,
+ * MPICH's the C MPI_Finalize). */
+static void write_counts(void)
 {
-    counts[FINALIZE]++;
-    int rank = 0, size = 1;
+    static int written;
+    if (written++) return;
+    int rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    PMPI_Comm_size(MPI_COMM_WORLD, &size);
-    /* A profiler gathers its numbers before MPI ends: the job's total of wrapped calls. */
     long mine = 0, total = 0;
     for (int i = 0; i < CALLS; i++) mine += counts[i];
     PMPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -60,6 +62,12 @@ int MPI_Finalize(void)
             fclose(out);
         }
     }
+}
+
+int MPI_Finalize(void)
+{
+    counts[FINALIZE]++;
+    write_counts();
     return PMPI_Finalize();
 }
 
@@ -125,7 +133,13 @@ typedef MPI_Fint F;
     void NAME PARAMS { counts[ID]++; p##NAME ARGS; }
 
 FWRAP(F_INIT, mpi_init_, (F *e), (e))
-FWRAP(F_FINALIZE, mpi_finalize_, (F *e), (e))
+void pmpi_finalize_(F *e);
+void mpi_finalize_(F *e)
+{
+    counts[F_FINALIZE]++;
+    write_counts();
+    pmpi_finalize_(e);
+}
 FWRAP(F_SEND, mpi_send_, (void *b, F *n, F *t, F *d, F *g, F *c, F *e), (b, n, t, d, g, c, e))
 FWRAP(F_RECV, mpi_recv_, (void *b, F *n, F *t, F *s, F *g, F *c, F *st, F *e),
       (b, n, t, s, g, c, st, e))

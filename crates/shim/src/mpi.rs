@@ -10,9 +10,11 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_void};
 
+#[cfg(large_count)]
+pub use crate::ffi::MPI_Count;
 pub use crate::ffi::{
-    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info,
-    MPI_Message, MPI_Op, MPI_Request, MPI_Status, BUILT_FOR,
+    abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+    MPI_Request, MPI_Status, BUILT_FOR,
 };
 
 /// Each exported call as MPI makes it.
@@ -1284,4 +1286,40 @@ impl Own {
         self.at.store(at as usize, Ordering::Relaxed);
         at
     }
+}
+
+/// Where the shim cannot stand beside what else is loaded, one line saying so: a library
+/// loaded before the shim that defines the profiling names itself takes the calls that tools
+/// pass on, and the shim never sees them.
+pub fn stacking_problem() -> Option<String> {
+    let shim = object_of(stacking_problem as *mut c_void)?;
+    let mut names = Vec::new();
+    let mut library = String::new();
+    for name in next::PROFILED {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        if at.is_null() || object_of(at) == Some(shim) {
+            continue;
+        }
+        if library.is_empty() {
+            let mut info = unsafe_zeroed_dl_info();
+            // SAFETY: dladdr on an address dlsym gave; dli_fname, when set, is a C string.
+            if unsafe { libc::dladdr(at, &mut info) } != 0 && !info.dli_fname.is_null() {
+                // SAFETY: as above.
+                library = unsafe { CStr::from_ptr(info.dli_fname) }
+                    .to_string_lossy()
+                    .into_owned();
+            }
+        }
+        names.push(name.to_string_lossy().into_owned());
+    }
+    let first = names.first()?;
+    let more = match names.len() - 1 {
+        0 => String::new(),
+        n => format!(" and {n} more of the shim's profiling names"),
+    };
+    Some(format!(
+        "matchshim: {library} defines {first}{more} and is loaded before the shim: calls that \
+         tools pass on reach it, not the shim; preload libmatchshim.so before it"
+    ))
 }

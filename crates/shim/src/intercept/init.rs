@@ -124,6 +124,11 @@ pub fn started(config: Result<Config, String>) {
     {
         crate::say(&line);
     }
+    if mpi::comm_rank(abi().comm_world) == 0 {
+        if let Some(line) = mpi::stacking_problem() {
+            crate::say(&line);
+        }
+    }
     install(config, mpi::query_thread(), &CLIENTS);
     let rt = installed().expect("just installed");
     COLLECTIVES.init(rt.tag_ub);

@@ -6,7 +6,8 @@
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
 # flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
 # mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
-# applications across network-namespace hosts (Open MPI over TCP).
+# applications across network-namespace hosts (Open MPI over TCP); a counting PMPI tool beside the
+# shim in both orders.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$(repo_root)"
@@ -25,6 +26,10 @@ ci/fatal-tests.sh --mpi all
 ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover always
 ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
+# Beside a PMPI tool, in both orders and under `matchshim run`, C and Fortran.
+ci/stack-tests.sh --mpi all
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
+# Beside a PMPI tool, in both orders and under `matchshim run`, C and Fortran.
+ci/stack-tests.sh --mpi all
 ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/multihost.sh --mpi openmpi

@@ -5,7 +5,8 @@
 # preloaded under `matchshim run`. Each stacked run must pass as natively, the tool's counts
 # of every rank must equal the native ones, and the shim's report (MATCHSHIM_REPORT) must hold
 # every rank, with its engine having matched messages (MATCHSHIM_TAKEOVER=always). A library
-# that defines the profiling names itself, loaded before the shim, gets one line at MPI_Init.
+# that defines the profiling names itself, loaded before the shim, gets one line at MPI_Init; a
+# tool after the shim that reaches MPI past the profiling names, one line at its first call.
 #
 #   ci/stack-tests.sh [--mpi mpich|openmpi|all]
 set -euo pipefail
@@ -109,6 +110,18 @@ for mpi in $mpis; do
         fail "$mpi p2p_order (PMPI layer, shim): not one line about the layer" "$dir/out"
     else
         echo "ok $mpi p2p_order (PMPI layer, shim): $(grep 'matchshim:' "$dir/out")"
+        passed=$((passed + 1))
+    fi
+    # A tool after the shim that reaches MPI past PMPI_Send: one line says so, and the program
+    # still runs as natively.
+    "$(mpicc_for "$mpi")" -shared -fPIC -O1 -Wall -o "$bin/dlsym_tool.so" "$SRC/tools/dlsym_tool.c"
+    dir="$tmp/$mpi-dlsym"
+    if ! run "$mpi" 2 "$bin/p2p_order" "$dir" "$shim $bin/dlsym_tool.so" || ! grep -q '^verdict: PASS' "$dir/out"; then
+        fail "$mpi p2p_order (shim, tool past PMPI): no PASS" "$dir/out"
+    elif [ "$(grep -c 'dlsym_tool.so defines MPI_Send and does not pass it on to PMPI_Send' "$dir/out")" != 1 ]; then
+        fail "$mpi p2p_order (shim, tool past PMPI): not one line about the tool" "$dir/out"
+    else
+        echo "ok $mpi p2p_order (shim, tool past PMPI): $(grep 'matchshim:' "$dir/out")"
         passed=$((passed + 1))
     fi
 done

@@ -347,9 +347,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          static BELOW: Below = Below::new(c\"{name}\");\n    \
          match BELOW.tool() {{\n        \
          // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n        \
-         Some(tool) => unsafe {{\n            \
+         Some(tool) => BELOW.pass(tool, || unsafe {{\n            \
          std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(tool)({args})\n        \
-         }},\n        \
+         }}),\n        \
          // SAFETY: the caller's arguments, as MPI requires them.\n        \
          None => unsafe {{ shim_{name}({args}) }},\n    \
          }}\n}}\n\n",
@@ -363,7 +363,8 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         out,
         "/// {name} at the profiling level: what the shim does with it, for the program or a tool.\n\
          #[export_name = \"P{name}\"]\n{many_args}\
-         pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n"
+         pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n    \
+         crate::mpi::reached();\n"
     )
     .unwrap();
     if let Some(raw) = &call.raw {
@@ -513,9 +514,9 @@ fn fortran_entry(out: &mut String, call: &Call, cfg_flavor: &str, name: &str) {
             "    static BELOW: Below = Below::new(c\"{name}\");\n    \
              if let Some(tool) = BELOW.tool() {{\n        \
              // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n        \
-             return unsafe {{\n            \
+             return BELOW.pass(tool, || unsafe {{\n            \
              std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({})>(tool)({})\n        \
-             }};\n    \
+             }});\n    \
              }}\n",
             types.join(", "),
             names.join(", ")

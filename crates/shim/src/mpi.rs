@@ -1160,10 +1160,12 @@ fn unsafe_zeroed_dl_info() -> libc::Dl_info {
 }
 
 /// The next definition of an exported name after the shim's, when it is a tool's: a definition
-/// in a library that does not also define the profiling name (`P`/`p` before it) is a tool's.
+/// in a library that does not also define the profiling name (`P`/`p` before it, or MPICH's
+/// `pmpir_` for its `mpi_f08` names) is a tool's.
 pub struct Below {
     name: &'static CStr,
     at: AtomicUsize,
+    checked: std::sync::atomic::AtomicBool,
 }
 
 impl Below {
@@ -1171,6 +1173,7 @@ impl Below {
         Below {
             name,
             at: AtomicUsize::new(UNKNOWN),
+            checked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -1184,20 +1187,89 @@ impl Below {
         }
     }
 
+    /// Passes a call to the tool at `tool`; the first time, checks that the tool passed it on
+    /// to the shim, and says once when it did not: a tool that reaches MPI by other means
+    /// hides the calls it wraps from the shim.
+    #[inline(always)]
+    pub fn pass<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
+        if self.checked.load(Ordering::Relaxed) {
+            return call();
+        }
+        self.pass_checked(tool, call)
+    }
+
+    #[cold]
+    fn pass_checked<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
+        PROBING.fetch_add(1, Ordering::SeqCst);
+        let before = REACHED.with(|r| r.replace(false));
+        let result = call();
+        let reached = REACHED.with(|r| r.replace(before));
+        PROBING.fetch_sub(1, Ordering::SeqCst);
+        if !self.checked.swap(true, Ordering::Relaxed)
+            && !reached
+            && launcher_rank().unwrap_or(0) == 0
+        {
+            let name = self.name.to_string_lossy();
+            crate::say(&format!(
+                "matchshim: {} defines {name} and does not pass it on to {}: the shim does not \
+                 see the calls it wraps there",
+                library_of(tool),
+                profiling_name(self.name).to_string_lossy()
+            ));
+        }
+        result
+    }
+
     #[cold]
     fn look_up(&self) -> Option<*mut c_void> {
         let tool = tool_after_shim(self.name);
         let at = tool.map_or(ABSENT, |t| t as usize);
         self.at.store(at, Ordering::Relaxed);
-        if tool.is_some() {
-            TOOLS_BELOW.store(true, Ordering::Relaxed);
-        }
         tool
     }
 }
 
-/// Whether any exported call has been passed to a tool loaded after the shim.
-static TOOLS_BELOW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// First calls passed to a tool, under way: each checks that the tool passes it on to the
+/// shim's profiling name (`reached`).
+static PROBING: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static REACHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The shim's profiling level was entered on this thread.
+#[inline(always)]
+pub fn reached() {
+    if PROBING.load(Ordering::Relaxed) != 0 {
+        REACHED.with(|r| r.set(true));
+    }
+}
+
+/// The path of the library that holds `a`.
+fn library_of(a: *mut c_void) -> String {
+    let mut info = unsafe_zeroed_dl_info();
+    // SAFETY: dladdr on an address; dli_fname, when set, is a C string.
+    unsafe {
+        if libc::dladdr(a, &mut info) != 0 && !info.dli_fname.is_null() {
+            return CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned();
+        }
+    }
+    "a library".into()
+}
+
+/// This process's rank as the launcher tells it, before MPI can.
+pub fn launcher_rank() -> Option<u32> {
+    [
+        "PMI_RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.parse().ok())
+}
 
 fn profiling_name(name: &CStr) -> std::ffi::CString {
     let bytes = name.to_bytes();
@@ -1215,13 +1287,20 @@ fn tool_after_shim(name: &CStr) -> Option<*mut c_void> {
     if next.is_null() {
         return None;
     }
-    let twin = profiling_name(name);
-    // SAFETY: as above.
-    let twin = unsafe { libc::dlsym(libc::RTLD_NEXT, twin.as_ptr()) };
-    if !twin.is_null() && object_of(twin) == object_of(next) {
-        return None;
-    }
-    Some(next)
+    // MPICH's `use mpi_f08` names have `pmpir_` twins (`mpi_wait_f08_`, `pmpir_wait_f08_`).
+    let mpich_f08 = name
+        .to_str()
+        .ok()
+        .and_then(|n| n.strip_prefix("mpi_"))
+        .and_then(|rest| std::ffi::CString::new(format!("pmpir_{rest}")).ok());
+    let own = std::iter::once(profiling_name(name))
+        .chain(mpich_f08)
+        .any(|twin| {
+            // SAFETY: as above.
+            let twin = unsafe { libc::dlsym(libc::RTLD_NEXT, twin.as_ptr()) };
+            !twin.is_null() && object_of(twin) == object_of(next)
+        });
+    (!own).then_some(next)
 }
 
 /// The MPI library itself: the object that defines `PMPI_Comm_rank`, which the shim links and
@@ -1302,14 +1381,7 @@ pub fn stacking_problem() -> Option<String> {
             continue;
         }
         if library.is_empty() {
-            let mut info = unsafe_zeroed_dl_info();
-            // SAFETY: dladdr on an address dlsym gave; dli_fname, when set, is a C string.
-            if unsafe { libc::dladdr(at, &mut info) } != 0 && !info.dli_fname.is_null() {
-                // SAFETY: as above.
-                library = unsafe { CStr::from_ptr(info.dli_fname) }
-                    .to_string_lossy()
-                    .into_owned();
-            }
+            library = library_of(at);
         }
         names.push(name.to_string_lossy().into_owned());
     }

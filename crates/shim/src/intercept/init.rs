@@ -36,21 +36,9 @@ fn check_mpi_matches() -> Result<(), String> {
     Ok(())
 }
 
-/// This process's rank as the launcher tells it, before MPI can.
-fn launcher_rank() -> Option<u32> {
-    [
-        "PMI_RANK",
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .find_map(|name| std::env::var(name).ok()?.parse().ok())
-}
-
 /// Stops every rank with one line, printed by the first rank only.
 fn stop_before_init(message: &str) -> ! {
-    if launcher_rank().unwrap_or(0) == 0 {
+    if mpi::launcher_rank().unwrap_or(0) == 0 {
         crate::say(&format!("matchshim: {message}"));
     } else {
         // Rank 0's line gets out before the launcher ends the job for the first rank to exit.

@@ -8,8 +8,9 @@
 # engine while matching goes back and forth between MPI and the shim (auto, flip:3); the
 # collective tests in both of those modes and with MATCHSHIM_COLL=native; the fuzzer's recorded
 # regressions and its seeds 0 to 199 on each MPI against native; mpi4py's suite on both MPIs
-# under auto and flip:3; and the ld-preload tests and two applications across network-namespace
-# hosts (Open MPI over TCP). Installs the Debian packages it needs first (ci/packages.sh).
+# under auto and flip:3; the ld-preload tests and two applications across network-namespace
+# hosts (Open MPI over TCP); and a counting PMPI tool beside the shim in both orders. Installs
+# the Debian packages it needs first (ci/packages.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/packages.sh"
@@ -32,6 +33,8 @@ MATCHSHIM_GPU_BURST=1 MATCHSHIM_GPU_SCAN=1 ci/ld-preload-tests.sh --mpi all --en
     --takeover always --only "p2p_burst p2p_order p2p_probe p2p_cancel p2p_comms p2p_threads f08_p2p"
 ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 ci/coll-tests.sh --mpi all --engines "col+pnp"
+# Beside a PMPI tool, in both orders and under `matchshim run`, C and Fortran.
+ci/stack-tests.sh --mpi all
 MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
 ci/fuzz.sh --mpi all --regressions
 ci/fuzz.sh --mpi all --seeds 200

@@ -2,8 +2,8 @@
  *
  * Every rank runs every check.  A rank that sees a problem records the first
  * failure detail locally; report() gathers the verdicts with PMPI_ calls, which
- * bypass the shim, so rank 0 prints one deterministic line per check whatever
- * the point-to-point and collective layers under test do. */
+ * pass no tool (under the shim they are the shim's, as a tool's would be), so
+ * rank 0 prints one deterministic line per check. */
 #ifndef MATCHSHIM_TEST_COMMON_H
 #define MATCHSHIM_TEST_COMMON_H
 

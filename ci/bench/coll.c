@@ -15,7 +15,7 @@ static int rank, size;
 static double slowest(double t)
 {
     double max;
-    PMPI_Reduce(&t, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&t, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     return max;
 }
 

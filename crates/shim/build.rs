@@ -320,14 +320,51 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
     if let Some(cfg) = cfg(call, large) {
         writeln!(out, "#[cfg({cfg})]").unwrap();
     }
-    writeln!(out, "/// {}", call.does).unwrap();
-    writeln!(out, "#[no_mangle]").unwrap();
-    if call.args.len() > 7 {
-        writeln!(out, "#[allow(clippy::too_many_arguments)] // MPI's own").unwrap();
-    }
-    writeln!(
+    let many_args = if call.args.len() > 7 {
+        "#[allow(clippy::too_many_arguments)] // MPI's own\n"
+    } else {
+        ""
+    };
+    let types = call
+        .args
+        .iter()
+        .map(|a| {
+            let kind = &kinds()[a.kind.as_str()];
+            if large {
+                kind.large
+            } else {
+                kind.c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    write!(
         out,
-        "pub unsafe extern \"C\" fn {name}({params}) -> c_int {{"
+        "/// {does}. A tool's `{name}` loaded after the shim is called instead: it reaches the\n\
+         /// shim through the profiling name.\n\
+         #[no_mangle]\n{many_args}\
+         pub unsafe extern \"C\" fn {name}({params}) -> c_int {{\n    \
+         static BELOW: Below = Below::new(c\"{name}\");\n    \
+         match BELOW.tool() {{\n        \
+         // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n        \
+         Some(tool) => BELOW.pass(tool, || unsafe {{\n            \
+         std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(tool)({args})\n        \
+         }}),\n        \
+         // SAFETY: the caller's arguments, as MPI requires them.\n        \
+         None => unsafe {{ shim_{name}({args}) }},\n    \
+         }}\n}}\n\n",
+        does = call.does,
+    )
+    .unwrap();
+    if let Some(cfg) = cfg(call, large) {
+        writeln!(out, "#[cfg({cfg})]").unwrap();
+    }
+    write!(
+        out,
+        "/// {name} at the profiling level: what the shim does with it, for the program or a tool.\n\
+         #[export_name = \"P{name}\"]\n{many_args}\
+         pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n    \
+         crate::mpi::reached();\n"
     )
     .unwrap();
     if let Some(raw) = &call.raw {
@@ -459,6 +496,32 @@ fn fortran_entry(out: &mut String, call: &Call, cfg_flavor: &str, name: &str) {
         Some((_, args)) => args,
         None => &call.args,
     };
+    let below = if call.fortran_via.is_some() {
+        // The `via` function calls the next definition of the name itself.
+        String::new()
+    } else {
+        let types: Vec<String> = args
+            .iter()
+            .map(|a| format!("<fortran::{} as fortran::Arg>::F", a.kind))
+            .chain(["*mut Fint".to_string()])
+            .collect();
+        let names: Vec<&str> = args
+            .iter()
+            .map(|a| a.name.as_str())
+            .chain(["ierr"])
+            .collect();
+        format!(
+            "    static BELOW: Below = Below::new(c\"{name}\");\n    \
+             if let Some(tool) = BELOW.tool() {{\n        \
+             // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n        \
+             return BELOW.pass(tool, || unsafe {{\n            \
+             std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({})>(tool)({})\n        \
+             }});\n    \
+             }}\n",
+            types.join(", "),
+            names.join(", ")
+        )
+    };
     let params: Vec<String> = args
         .iter()
         .map(|a| format!("{}: <fortran::{} as fortran::Arg>::F", a.name, a.kind))
@@ -470,6 +533,7 @@ fn fortran_entry(out: &mut String, call: &Call, cfg_flavor: &str, name: &str) {
         params.join(", ")
     )
     .unwrap();
+    out.push_str(&below);
     if let Some((via, args)) = &call.fortran_via {
         let names: Vec<&str> = args.iter().map(|a| a.name.as_str()).collect();
         let comma = if names.is_empty() { "" } else { ", " };
@@ -513,7 +577,7 @@ fn fortran_entry(out: &mut String, call: &Call, cfg_flavor: &str, name: &str) {
         .collect();
     writeln!(
         out,
-        "        let code = {}({});",
+        "        let code = shim_{}({});",
         call.name,
         c_args.join(", ")
     )
@@ -564,11 +628,29 @@ fn next(calls: &[Call]) -> String {
             } else {
                 ""
             };
+            let types = call
+                .args
+                .iter()
+                .map(|a| {
+                    let kind = &kinds()[a.kind.as_str()];
+                    if large {
+                        kind.large
+                    } else {
+                        kind.c
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             write!(
                 out,
-                "/// MPI's own `{name}`.\n///\n/// # Safety\n/// The arguments are valid as MPI \
-                 requires them.\n#[inline(always)]\n{many}pub unsafe fn {name}({}) -> c_int {{\n    \
-                 // SAFETY: as the caller promises.\n    unsafe {{ P{name}({}) }}\n}}\n\n",
+                "/// MPI's own `{name}`: the MPI library's `P{name}`, never a tool's or the shim's.\n\
+                 ///\n/// # Safety\n/// The arguments are valid as MPI requires them.\n\
+                 #[inline(always)]\n{many}pub unsafe fn {name}({}) -> c_int {{\n    \
+                 static OWN: Own = Own::new(c\"P{name}\");\n    \
+                 // SAFETY: MPI's `P{name}`, as the caller promises.\n    \
+                 unsafe {{\n        \
+                 std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(OWN.get())({})\n    \
+                 }}\n}}\n\n",
                 params(call, large),
                 names(call)
             )
@@ -585,6 +667,21 @@ fn next(calls: &[Call]) -> String {
             }
         }
     }
+    // Every profiling name the shim exports, for the check of what else defines them.
+    let profiled: Vec<String> = calls
+        .iter()
+        .flat_map(|c| {
+            let large = c.large_count.then(|| format!("c\"P{}_c\"", c.name));
+            std::iter::once(format!("c\"P{}\"", c.name)).chain(large)
+        })
+        .collect();
+    writeln!(
+        out,
+        "/// The profiling names the shim exports (some absent from an MPI without the call).\n\
+         pub const PROFILED: &[&std::ffi::CStr] = &[{}];\n",
+        profiled.join(", ")
+    )
+    .unwrap();
     // The nonblocking forms of blocking calls that are not themselves exported (sends).
     for (native, call) in natives {
         for large in [false, true] {

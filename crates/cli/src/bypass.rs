@@ -63,7 +63,10 @@ fn reason(report_exists: bool, program: &str, elf: Option<&Elf>, shim: Option<&E
                      its MPI calls never reach the shim"
                 );
             }
-        } else if elf.imports.contains("PMPI_Init") || elf.imports.contains("PMPI_Init_thread") {
+        } else if (elf.imports.contains("PMPI_Init") || elf.imports.contains("PMPI_Init_thread"))
+            // A shim that works under the profiling names takes these calls too.
+            && !shim.is_some_and(|s| s.defines.contains("PMPI_Init"))
+        {
             return format!(
                 "{program} calls PMPI_Init directly, the name the shim itself calls, so MPI \
                  starts without the shim; call MPI_Init"

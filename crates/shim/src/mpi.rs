@@ -20,6 +20,7 @@ pub use crate::ffi::{
 /// Each exported call as MPI makes it.
 #[allow(non_snake_case)]
 pub mod next {
+    use super::Own;
     use crate::ffi::*;
     use std::os::raw::{c_char, c_int, c_void};
     include!(concat!(env!("OUT_DIR"), "/next.rs"));
@@ -159,7 +160,7 @@ pub fn comm_duplicate_quietly(comm: MPI_Comm) -> Result<MPI_Comm, Code> {
     unsafe {
         let mut group: MPI_Group = std::mem::zeroed();
         check(PMPI_Comm_group(comm, &mut group))?;
-        let err = PMPI_Comm_create(comm, group, &mut dup);
+        let err = crate::mpi::next::MPI_Comm_create(comm, group, &mut dup);
         PMPI_Group_free(&mut group);
         check(err)?;
     }
@@ -181,7 +182,7 @@ pub unsafe fn comm_idup(comm: MPI_Comm, out: *mut MPI_Comm) -> Result<MPI_Reques
 
 pub fn comm_free(comm: &mut MPI_Comm) {
     // SAFETY: a communicator the shim owns.
-    unsafe { PMPI_Comm_free(comm) };
+    unsafe { crate::mpi::next::MPI_Comm_free(comm) };
 }
 
 /// Errors on a communicator the shim owns come back as codes, to be raised on the user's.
@@ -297,7 +298,7 @@ pub fn improbe_any(comm: MPI_Comm) -> Option<(MPI_Message, MPI_Status)> {
     let mut status = zeroed_status();
     // SAFETY: all out-pointers are valid locals.
     unsafe {
-        PMPI_Improbe(
+        crate::mpi::next::MPI_Improbe(
             abi().any_source,
             abi().any_tag,
             comm,
@@ -324,7 +325,7 @@ pub unsafe fn irecv(
     unsafe {
         let mut request = abi().request_null;
         #[cfg(large_count)]
-        check(PMPI_Irecv_c(
+        check(crate::mpi::next::MPI_Irecv_c(
             buf,
             count,
             datatype,
@@ -334,7 +335,7 @@ pub unsafe fn irecv(
             &mut request,
         ))?;
         #[cfg(not(large_count))]
-        check(PMPI_Irecv(
+        check(crate::mpi::next::MPI_Irecv(
             buf,
             count as c_int,
             datatype,
@@ -434,7 +435,7 @@ pub unsafe fn imrecv(
 pub fn iprobe(source: c_int, tag: c_int, comm: MPI_Comm) -> Result<Option<MPI_Status>, Code> {
     let (mut flag, mut status) = (0, zeroed_status());
     // SAFETY: out-pointers are valid locals.
-    check(unsafe { PMPI_Iprobe(source, tag, comm, &mut flag, &mut status) })?;
+    check(unsafe { crate::mpi::next::MPI_Iprobe(source, tag, comm, &mut flag, &mut status) })?;
     Ok((flag != 0).then_some(status))
 }
 
@@ -446,7 +447,9 @@ pub fn improbe(
 ) -> Result<Option<(MPI_Message, MPI_Status)>, Code> {
     let (mut flag, mut message, mut status) = (0, abi().message_null, zeroed_status());
     // SAFETY: out-pointers are valid locals.
-    check(unsafe { PMPI_Improbe(source, tag, comm, &mut flag, &mut message, &mut status) })?;
+    check(unsafe {
+        crate::mpi::next::MPI_Improbe(source, tag, comm, &mut flag, &mut message, &mut status)
+    })?;
     Ok((flag != 0).then_some((message, status)))
 }
 
@@ -456,7 +459,7 @@ pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
     let mut flag = 0;
     let mut status = zeroed_status();
     // SAFETY: request is a live request handle.
-    let err = unsafe { PMPI_Test(request, &mut flag, &mut status) };
+    let err = unsafe { crate::mpi::next::MPI_Test(request, &mut flag, &mut status) };
     (flag != 0 || err != abi().success).then_some((status, err))
 }
 
@@ -467,7 +470,7 @@ pub fn request_done(request: MPI_Request) -> bool {
     let _quiet = cfg!(mpich).then(|| Quiet::new(&[abi().comm_world]));
     let mut flag = 0;
     // SAFETY: a live request handle; the status is ignored.
-    unsafe { PMPI_Request_get_status(request, &mut flag, abi().status_ignore) };
+    unsafe { crate::mpi::next::MPI_Request_get_status(request, &mut flag, abi().status_ignore) };
     flag != 0
 }
 
@@ -476,7 +479,7 @@ pub fn testall(requests: &mut [MPI_Request]) -> Result<bool, Code> {
     let mut flag = 0;
     // SAFETY: the requests are live request handles.
     check(unsafe {
-        PMPI_Testall(
+        crate::mpi::next::MPI_Testall(
             requests.len() as c_int,
             requests.as_mut_ptr(),
             &mut flag,
@@ -490,23 +493,23 @@ pub fn testall(requests: &mut [MPI_Request]) -> Result<bool, Code> {
 pub fn wait(request: &mut MPI_Request) -> (MPI_Status, Code) {
     let mut status = zeroed_status();
     // SAFETY: request is a live request handle.
-    let err = unsafe { PMPI_Wait(request, &mut status) };
+    let err = unsafe { crate::mpi::next::MPI_Wait(request, &mut status) };
     (status, err)
 }
 
 pub fn cancel(request: &mut MPI_Request) -> Code {
     // SAFETY: request is a live request handle.
-    unsafe { PMPI_Cancel(request) }
+    unsafe { crate::mpi::next::MPI_Cancel(request) }
 }
 
 pub fn start(request: &mut MPI_Request) -> Code {
     // SAFETY: an inactive persistent request.
-    unsafe { PMPI_Start(request) }
+    unsafe { crate::mpi::next::MPI_Start(request) }
 }
 
 pub fn request_free(request: &mut MPI_Request) -> Code {
     // SAFETY: a live request handle.
-    unsafe { PMPI_Request_free(request) }
+    unsafe { crate::mpi::next::MPI_Request_free(request) }
 }
 
 /// A persistent receive MPI knows, with the user's arguments.
@@ -525,7 +528,7 @@ pub unsafe fn recv_init(
     unsafe {
         let mut request = abi().request_null;
         #[cfg(large_count)]
-        check(PMPI_Recv_init_c(
+        check(crate::mpi::next::MPI_Recv_init_c(
             buf,
             count,
             datatype,
@@ -535,7 +538,7 @@ pub unsafe fn recv_init(
             &mut request,
         ))?;
         #[cfg(not(large_count))]
-        check(PMPI_Recv_init(
+        check(crate::mpi::next::MPI_Recv_init(
             buf,
             count as c_int,
             datatype,
@@ -810,7 +813,7 @@ pub fn reduce_to_root(values: &[u64], max: bool) -> Vec<u64> {
     let op = if max { abi().op_max } else { abi().op_sum };
     // SAFETY: buffers match the count and MPI_UINT64_T.
     unsafe {
-        PMPI_Reduce(
+        crate::mpi::next::MPI_Reduce(
             values.as_ptr().cast(),
             out.as_mut_ptr().cast(),
             values.len() as c_int,
@@ -831,7 +834,7 @@ pub fn first_rank_where(mine: bool) -> c_int {
     let mut first = size;
     // SAFETY: one int each way.
     unsafe {
-        PMPI_Allreduce(
+        crate::mpi::next::MPI_Allreduce(
             &value as *const c_int as *const c_void,
             &mut first as *mut c_int as *mut c_void,
             1,
@@ -846,12 +849,12 @@ pub fn first_rank_where(mine: bool) -> c_int {
 /// `MPI_Finalize`, when nothing of the shim's is pending (a run stopped at `MPI_Init`).
 pub fn finalize() {
     // SAFETY: plain call.
-    unsafe { PMPI_Finalize() };
+    unsafe { crate::mpi::next::MPI_Finalize() };
 }
 
 pub fn barrier_world() {
     // SAFETY: plain call.
-    unsafe { PMPI_Barrier(abi().comm_world) };
+    unsafe { crate::mpi::next::MPI_Barrier(abi().comm_world) };
 }
 
 pub fn query_thread() -> c_int {
@@ -914,9 +917,17 @@ pub mod user {
         // SAFETY: as the caller promises (see `# Safety`).
         unsafe {
             #[cfg(large_count)]
-            return PMPI_Recv_c(buf, count, datatype, source, tag, comm, status);
+            return crate::mpi::next::MPI_Recv_c(buf, count, datatype, source, tag, comm, status);
             #[cfg(not(large_count))]
-            return PMPI_Recv(buf, count as c_int, datatype, source, tag, comm, status);
+            return crate::mpi::next::MPI_Recv(
+                buf,
+                count as c_int,
+                datatype,
+                source,
+                tag,
+                comm,
+                status,
+            );
         }
     }
 
@@ -925,7 +936,7 @@ pub mod user {
     #[inline]
     pub unsafe fn wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Wait(request, status) }
+        unsafe { crate::mpi::next::MPI_Wait(request, status) }
     }
 
     /// # Safety
@@ -937,7 +948,7 @@ pub mod user {
         status: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Test(request, flag, status) }
+        unsafe { crate::mpi::next::MPI_Test(request, flag, status) }
     }
 
     /// # Safety
@@ -948,7 +959,7 @@ pub mod user {
         status: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Request_get_status(request, flag, status) }
+        unsafe { crate::mpi::next::MPI_Request_get_status(request, flag, status) }
     }
 
     /// # Safety
@@ -959,7 +970,7 @@ pub mod user {
         statuses: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Waitall(count, requests, statuses) }
+        unsafe { crate::mpi::next::MPI_Waitall(count, requests, statuses) }
     }
 
     /// # Safety
@@ -971,7 +982,7 @@ pub mod user {
         statuses: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Testall(count, requests, flag, statuses) }
+        unsafe { crate::mpi::next::MPI_Testall(count, requests, flag, statuses) }
     }
 
     /// # Safety
@@ -983,7 +994,7 @@ pub mod user {
         status: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Waitany(count, requests, index, status) }
+        unsafe { crate::mpi::next::MPI_Waitany(count, requests, index, status) }
     }
 
     /// # Safety
@@ -996,7 +1007,7 @@ pub mod user {
         status: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Testany(count, requests, index, flag, status) }
+        unsafe { crate::mpi::next::MPI_Testany(count, requests, index, flag, status) }
     }
 
     /// # Safety
@@ -1009,7 +1020,7 @@ pub mod user {
         statuses: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Waitsome(count, requests, outcount, indices, statuses) }
+        unsafe { crate::mpi::next::MPI_Waitsome(count, requests, outcount, indices, statuses) }
     }
 
     /// # Safety
@@ -1022,7 +1033,7 @@ pub mod user {
         statuses: *mut MPI_Status,
     ) -> c_int {
         // SAFETY: as the caller promises (see `# Safety`).
-        unsafe { PMPI_Testsome(count, requests, outcount, indices, statuses) }
+        unsafe { crate::mpi::next::MPI_Testsome(count, requests, outcount, indices, statuses) }
     }
 }
 
@@ -1106,7 +1117,7 @@ pub unsafe fn fortran_init(name: &CStr) -> c_int {
     let mut code = abi().success;
     if own.is_null() {
         // SAFETY: MPI_Init without arguments, as the standard allows.
-        code = unsafe { PMPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
+        code = unsafe { crate::mpi::next::MPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
     } else {
         // SAFETY: MPI's Fortran MPI_INIT takes the error code's address.
         unsafe {
@@ -1131,7 +1142,7 @@ pub unsafe fn fortran_init_thread(
     if own.is_null() {
         // SAFETY: the caller's `required` and `provided`.
         code = unsafe {
-            PMPI_Init_thread(
+            crate::mpi::next::MPI_Init_thread(
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 *required,
@@ -1147,4 +1158,268 @@ pub unsafe fn fortran_init_thread(
         }
     }
     code
+}
+
+// ---- beside other tools --------------------------------------------------------------------
+//
+// The shim does its work under each exported call's profiling name (`PMPI_*`), so that a tool
+// loaded before it reaches the shim when it passes a call on. Under the plain name it passes
+// the call to a tool loaded after it (whose own `PMPI_*` call comes back to the shim), and does
+// the work itself when the next definition is MPI's. Its own calls into MPI go to the MPI
+// library's `PMPI_*`, never through a tool or back into the shim.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Not looked up yet; looked up and absent.
+const UNKNOWN: usize = 0;
+const ABSENT: usize = 1;
+
+/// The library that holds `a`, by its load address.
+fn object_of(a: *mut c_void) -> Option<usize> {
+    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
+    // SAFETY: dladdr fills `info` for any address; a zero return says it found no object.
+    let found = unsafe { libc::dladdr(a, &mut info) };
+    (found != 0).then_some(info.dli_fbase as usize)
+}
+
+fn unsafe_zeroed_dl_info() -> libc::Dl_info {
+    // SAFETY: Dl_info is pointers, for which zero is a valid (null) value.
+    unsafe { MaybeUninit::zeroed().assume_init() }
+}
+
+/// The next definition of an exported name after the shim's, when it is a tool's: a definition
+/// in a library that does not also define the profiling name (`P`/`p` before it, or MPICH's
+/// `pmpir_` for its `mpi_f08` names) is a tool's.
+pub struct Below {
+    name: &'static CStr,
+    at: AtomicUsize,
+    checked: std::sync::atomic::AtomicBool,
+}
+
+impl Below {
+    pub const fn new(name: &'static CStr) -> Self {
+        Below {
+            name,
+            at: AtomicUsize::new(UNKNOWN),
+            checked: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The tool's definition, if one comes after the shim's.
+    #[inline(always)]
+    pub fn tool(&self) -> Option<*mut c_void> {
+        match self.at.load(Ordering::Relaxed) {
+            ABSENT => None,
+            UNKNOWN => self.look_up(),
+            at => Some(at as *mut c_void),
+        }
+    }
+
+    /// Passes a call to the tool at `tool`; the first time, checks that the tool passed it on
+    /// to the shim, and says once when it did not: a tool that reaches MPI by other means
+    /// hides the calls it wraps from the shim.
+    #[inline(always)]
+    pub fn pass<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
+        if self.checked.load(Ordering::Relaxed) {
+            return call();
+        }
+        self.pass_checked(tool, call)
+    }
+
+    #[cold]
+    fn pass_checked<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
+        PROBING.fetch_add(1, Ordering::SeqCst);
+        let before = REACHED.with(|r| r.replace(false));
+        let result = call();
+        let reached = REACHED.with(|r| r.replace(before));
+        PROBING.fetch_sub(1, Ordering::SeqCst);
+        if !self.checked.swap(true, Ordering::Relaxed)
+            && !reached
+            && launcher_rank().unwrap_or(0) == 0
+        {
+            let name = self.name.to_string_lossy();
+            crate::say(&format!(
+                "matchshim: {} defines {name} and does not pass it on to {}: the shim does not \
+                 see the calls it wraps there",
+                library_of(tool),
+                profiling_name(self.name).to_string_lossy()
+            ));
+        }
+        result
+    }
+
+    #[cold]
+    fn look_up(&self) -> Option<*mut c_void> {
+        let tool = tool_after_shim(self.name);
+        let at = tool.map_or(ABSENT, |t| t as usize);
+        self.at.store(at, Ordering::Relaxed);
+        tool
+    }
+}
+
+/// First calls passed to a tool, under way: each checks that the tool passes it on to the
+/// shim's profiling name (`reached`).
+static PROBING: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static REACHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The shim's profiling level was entered on this thread.
+#[inline(always)]
+pub fn reached() {
+    if PROBING.load(Ordering::Relaxed) != 0 {
+        REACHED.with(|r| r.set(true));
+    }
+}
+
+/// The path of the library that holds `a`.
+fn library_of(a: *mut c_void) -> String {
+    let mut info = unsafe_zeroed_dl_info();
+    // SAFETY: dladdr on an address; dli_fname, when set, is a C string.
+    unsafe {
+        if libc::dladdr(a, &mut info) != 0 && !info.dli_fname.is_null() {
+            return CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned();
+        }
+    }
+    "a library".into()
+}
+
+/// This process's rank as the launcher tells it, before MPI can.
+pub fn launcher_rank() -> Option<u32> {
+    [
+        "PMI_RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok()?.parse().ok())
+}
+
+fn profiling_name(name: &CStr) -> std::ffi::CString {
+    let bytes = name.to_bytes();
+    let p: &[u8] = if bytes.first().is_some_and(u8::is_ascii_uppercase) {
+        b"P"
+    } else {
+        b"p"
+    };
+    std::ffi::CString::new([p, bytes].concat()).expect("no NUL")
+}
+
+fn tool_after_shim(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym with a NUL-terminated name.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if next.is_null() {
+        return None;
+    }
+    // MPICH's `use mpi_f08` names have `pmpir_` twins (`mpi_wait_f08_`, `pmpir_wait_f08_`).
+    let mpich_f08 = name
+        .to_str()
+        .ok()
+        .and_then(|n| n.strip_prefix("mpi_"))
+        .and_then(|rest| std::ffi::CString::new(format!("pmpir_{rest}")).ok());
+    let own = std::iter::once(profiling_name(name))
+        .chain(mpich_f08)
+        .any(|twin| {
+            // SAFETY: as above.
+            let twin = unsafe { libc::dlsym(libc::RTLD_NEXT, twin.as_ptr()) };
+            !twin.is_null() && object_of(twin) == object_of(next)
+        });
+    (!own).then_some(next)
+}
+
+/// The MPI library itself: the object that defines `PMPI_Comm_rank`, which the shim links and
+/// does not export.
+fn mpi_library() -> *mut c_void {
+    static HANDLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *HANDLE.get_or_init(|| {
+        let mut info = unsafe_zeroed_dl_info();
+        let own = PMPI_Comm_rank as *mut c_void;
+        // SAFETY: dladdr on a function's address; dlopen of a loaded library by its path.
+        let handle = unsafe {
+            if libc::dladdr(own, &mut info) == 0 || info.dli_fname.is_null() {
+                std::ptr::null_mut()
+            } else {
+                libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD)
+            }
+        };
+        handle as usize
+    }) as *mut c_void
+}
+
+/// An MPI call as the MPI library makes it: its `PMPI_*` looked up in that library.
+pub struct Own {
+    name: &'static CStr,
+    at: AtomicUsize,
+}
+
+impl Own {
+    pub const fn new(name: &'static CStr) -> Self {
+        Own {
+            name,
+            at: AtomicUsize::new(UNKNOWN),
+        }
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> *mut c_void {
+        match self.at.load(Ordering::Relaxed) {
+            UNKNOWN => self.look_up(),
+            at => at as *mut c_void,
+        }
+    }
+
+    #[cold]
+    fn look_up(&self) -> *mut c_void {
+        let library = mpi_library();
+        let at = if library.is_null() {
+            // Linked statically: the next definition after the shim.
+            // SAFETY: dlsym with a NUL-terminated name.
+            unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) }
+        } else {
+            // SAFETY: dlsym on a loaded library's handle with a NUL-terminated name.
+            unsafe { libc::dlsym(library, self.name.as_ptr()) }
+        };
+        if at.is_null() {
+            crate::say(&format!(
+                "matchshim: the MPI library has no {}; aborting",
+                self.name.to_string_lossy()
+            ));
+            std::process::abort();
+        }
+        self.at.store(at as usize, Ordering::Relaxed);
+        at
+    }
+}
+
+/// Where the shim cannot stand beside what else is loaded, one line saying so: a library
+/// loaded before the shim that defines the profiling names itself takes the calls that tools
+/// pass on, and the shim never sees them.
+pub fn stacking_problem() -> Option<String> {
+    let shim = object_of(stacking_problem as *mut c_void)?;
+    let mut names = Vec::new();
+    let mut library = String::new();
+    for name in next::PROFILED {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        if at.is_null() || object_of(at) == Some(shim) {
+            continue;
+        }
+        if library.is_empty() {
+            library = library_of(at);
+        }
+        names.push(name.to_string_lossy().into_owned());
+    }
+    let first = names.first()?;
+    let more = match names.len() - 1 {
+        0 => String::new(),
+        n => format!(" and {n} more of the shim's profiling names"),
+    };
+    Some(format!(
+        "matchshim: {library} defines {first}{more} and is loaded before the shim: calls that \
+         tools pass on reach it, not the shim; preload libmatchshim.so before it"
+    ))
 }

@@ -6,6 +6,7 @@ use crate::mpi::{self, abi, next, BUILT_FOR};
 use crate::runtime::{for_finalize, install, installed, report, runtime, Client};
 use matchshim_core::trace;
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What joins the runtime's progress besides point-to-point receives.
 static CLIENTS: [&dyn Client; 1] = [&COLLECTIVES];
@@ -35,21 +36,9 @@ fn check_mpi_matches() -> Result<(), String> {
     Ok(())
 }
 
-/// This process's rank as the launcher tells it, before MPI can.
-fn launcher_rank() -> Option<u32> {
-    [
-        "PMI_RANK",
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .find_map(|name| std::env::var(name).ok()?.parse().ok())
-}
-
 /// Stops every rank with one line, printed by the first rank only.
 fn stop_before_init(message: &str) -> ! {
-    if launcher_rank().unwrap_or(0) == 0 {
+    if mpi::launcher_rank().unwrap_or(0) == 0 {
         crate::say(&format!("matchshim: {message}"));
     } else {
         // Rank 0's line gets out before the launcher ends the job for the first rank to exit.
@@ -58,9 +47,23 @@ fn stop_before_init(message: &str) -> ! {
     std::process::exit(1);
 }
 
+/// Set while `init_shim` runs: a tool loaded after the shim that wraps `MPI_Init` comes back
+/// into the shim's `PMPI_Init`, which then only starts MPI.
+static INITIALISING: AtomicBool = AtomicBool::new(false);
+
 /// Runs the MPI's own initialisation (`start`) with the shim around it: the configuration is
 /// read first and the runtime installed after.
 pub fn init_shim(start: impl FnOnce() -> c_int) -> c_int {
+    if INITIALISING.swap(true, Ordering::SeqCst) {
+        return start();
+    }
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            INITIALISING.store(false, Ordering::SeqCst);
+        }
+    }
+    let _done = Done;
     if let Err(message) = check_mpi_matches() {
         stop_before_init(&message);
     }
@@ -108,6 +111,11 @@ pub fn started(config: Result<Config, String>) {
         crate::matching::gpu::init_message(config.engine, mpi::comm_rank(abi().comm_world))
     {
         crate::say(&line);
+    }
+    if mpi::comm_rank(abi().comm_world) == 0 {
+        if let Some(line) = mpi::stacking_problem() {
+            crate::say(&line);
+        }
     }
     install(config, mpi::query_thread(), &CLIENTS);
     let rt = installed().expect("just installed");

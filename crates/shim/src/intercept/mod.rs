@@ -18,13 +18,13 @@ use crate::runtime::{inside, Error, Runtime};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The entry points (`entry_points.rs`, written by build.rs from `calls.list`).
-#[allow(unused_unsafe)]
+#[allow(unused_unsafe, non_snake_case)]
 mod entry {
     use super::{coll, comms, fortran, init, p2p, requests};
     use crate::intercept::guarded;
     use crate::mpi::{
-        abi, next, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
-        MPI_Request, MPI_Status,
+        abi, next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message,
+        MPI_Op, MPI_Request, MPI_Status,
     };
     use crate::runtime::p2p::plainly_delegated;
     use crate::runtime::{runtime, serial_runtime, Error, Runtime};

@@ -220,11 +220,18 @@ fn repeated(
 
 /// `coll.c hotspot ITERS`: every rank sends 16 messages to rank 0, which posts their receives
 /// in the opposite order, while all ranks gather (MPI_Gather and MPI_Gatherv of 4 doubles) to
-/// it; two warm-up iterations, a barrier before the timed ones.
+/// it; two warm-up iterations, a barrier before the timed ones, and a reduce of the time to
+/// rank 0 after them.
 pub fn hotspot(r: i32, n: i32, iters: usize) -> impl FnMut(usize) -> Option<Vec<Op>> {
     const MSGS: i32 = 16;
     move |i| {
-        if i >= iters + 2 {
+        if i == iters + 2 {
+            return Some(vec![Op::Collective(Collective::Reduce {
+                bytes: 8,
+                root: 0,
+            })]);
+        }
+        if i > iters + 2 {
             return None;
         }
         let mut ops = Vec::new();

@@ -4,7 +4,8 @@
 # user sees them; the ld-preload programs (C and Fortran) natively and under the shim with
 # every engine on both MPIs while the shim matches everything (MATCHSHIM_TAKEOVER=always), and
 # with the default engine while matching goes back and forth between MPI and the shim (auto,
-# flip:3); the collective tests in both of those modes and with MATCHSHIM_COLL=native; and
+# flip:3); the collective tests in both of those modes, each with the shim running every
+# collective (MATCHSHIM_COLL=shim), as it comes (auto) and with MATCHSHIM_COLL=native; and
 # mpi4py's suite on both MPIs under auto and flip:3; and the ld-preload tests and two
 # applications across network-namespace hosts (Open MPI over TCP).
 set -euo pipefail

@@ -117,7 +117,8 @@ fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output 
     run_under_shim_with(s, engine, out, &[program.to_str().unwrap()], "2", &[])
 }
 
-/// `run_under_shim` of a command line on `ranks` ranks, with `MATCHSHIM_*` variables for them.
+/// `run_under_shim` of a command line on `ranks` ranks, with `MATCHSHIM_*` variables for them;
+/// the shim matches every message and runs every collective, so both traffic types are seen.
 fn run_under_shim_with(
     s: &Setup,
     engine: &str,
@@ -130,6 +131,7 @@ fn run_under_shim_with(
     let _ = std::fs::remove_dir_all(&out);
     let mut command = Command::new(EXE);
     command.env("MATCHSHIM_TAKEOVER", "always");
+    command.env("MATCHSHIM_COLL", "shim");
     command.envs(vars.iter().copied());
     command.args([
         "run",

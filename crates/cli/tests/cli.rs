@@ -166,6 +166,35 @@ fn error_line(out: &Output) -> String {
     last
 }
 
+/// Every rank's report says who ran each collective: the demo's reduce on 2 ranks goes to MPI
+/// under the default mode and to the shim under `shim`.
+#[test]
+fn the_report_says_who_ran_each_collective() {
+    let Some((s, _job)) = setup() else { return };
+    for coll in ["auto", "shim"] {
+        let out = run_under_shim_with(
+            s,
+            "list",
+            &format!("who-{coll}"),
+            &[s.demo.to_str().unwrap()],
+            "2",
+            &[("MATCHSHIM_COLL", Path::new(coll))],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let reports = std::fs::read_to_string(s.tmp.join(format!("run-who-{coll}/report.jsonl")));
+        for line in reports.unwrap().lines() {
+            let report: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(report["coll"], coll);
+            let reduce = &report["collectives"]["reduce"];
+            let (shim, mpi) = (reduce["calls"].as_u64(), reduce["mpi_calls"].as_u64());
+            match coll {
+                "auto" => assert!(shim == Some(0) && mpi > Some(0), "{reduce}"),
+                _ => assert!(shim > Some(0) && mpi == Some(0), "{reduce}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn run_keeps_the_reports_and_report_sums_them() {
     let Some((s, _job)) = setup() else { return };

@@ -1,15 +1,14 @@
 //! Collectives run by the shim on its own point-to-point: the executor of the schedules that
 //! `matchshim_core::protocol::coll` lays out (its algorithms, kinds and tag layout).
 //!
-//! Each intra-communicator the shim runs collectives on gets a private duplicate: at `MPI_Init`
-//! for `MPI_COMM_WORLD` and `MPI_COMM_SELF`; under `MATCHSHIM_COLL=shim` inside the call that
-//! creates any other; otherwise (and on one the shim did not see created) with `PMPI_Comm_idup`
-//! in the first collective the shim runs on it, so a communicator whose collectives all go to
-//! MPI costs what it costs in MPI. Every rank makes its collective calls in the same order and
-//! decides alike who runs each (`protocol::coll::shim_pays`), so every rank starts the
-//! duplicate in the same call; the nonblocking form lets the shim keep matching while it is
-//! made. All traffic there is collective. Once it exists (or is under way) it also carries the
-//! blocking collectives MPI runs. It is drained into the same engine as the user
+//! Each intra-communicator gets a private duplicate (at `MPI_Init` for `MPI_COMM_WORLD` and
+//! `MPI_COMM_SELF`, inside the call that creates any other, and with `PMPI_Comm_idup` in the
+//! first collective the shim runs on one it did not see created: every rank makes its
+//! collective calls in the same order and decides alike who runs each
+//! (`protocol::coll::shim_pays`), and the nonblocking form lets the shim keep matching while the
+//! duplicate is made). All traffic there is collective. It also carries the blocking
+//! collectives MPI runs, so that they never meet the program's nonblocking ones (one under way
+//! is waited for, so every rank picks the same communicator). It is drained into the same engine as the user
 //! communicator's point-to-point traffic, as `Class::Collective { kind, size_class }` read
 //! from each message's tag, so one engine sees both (the unified engine of the COL+PNP
 //! design); user receives never see it, since a point-to-point pattern never matches a
@@ -338,18 +337,12 @@ impl Collectives {
         self.stats.record_mpi(kind);
     }
 
-    /// Under `MATCHSHIM_COLL=shim`, gives a communicator just created its private duplicate
-    /// now, while every member is in the call that creates it (in the other modes it is made
-    /// in the first collective the shim runs on it, if any).
+    /// Gives a communicator just created its private duplicate now, while every member is
+    /// in the call that creates it. In every mode: blocking collectives that MPI runs need it
+    /// to stay apart from nonblocking ones, and made later, inside a collective, it could meet a
+    /// nonblocking collective MPI runs by itself (`MPIX_Comm_iagree`) in different orders on
+    /// different ranks.
     pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
-        if rt.config.coll != CollMode::Shim {
-            return Ok(());
-        }
-        self.adopt_now(rt, handle)
-    }
-
-    /// Gives a communicator its private duplicate now (the predefined ones at `MPI_Init`).
-    pub fn adopt_now(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
         if handle.key() == abi().comm_null.key() {
             return Ok(());
         }

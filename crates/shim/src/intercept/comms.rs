@@ -1,11 +1,7 @@
-//! Communicator handlers. Under `MATCHSHIM_COLL=shim` a new intra-communicator gets the shim's
-//! private duplicate for collectives inside the call that creates it, while every member is
-//! still in that call. Under `auto` and `native` a new communicator costs what it costs in MPI:
-//! the duplicate is made (with `MPI_Comm_idup`, so the user's attribute copy callbacks run for
-//! it) in the first collective the shim runs on it, and a communicator whose collectives all go
-//! to MPI never gets one. Made there, it could meet a nonblocking collective that MPI runs by
-//! itself on the communicator (`MPIX_Comm_iagree`) in different orders on different ranks;
-//! `shim` mode keeps that case apart.
+//! Communicator handlers. A new intra-communicator gets the shim's private duplicate for
+//! collectives inside the call that creates it, while every member is still in that call: made
+//! later, inside the first collective, it could meet a nonblocking collective that MPI runs by
+//! itself on the communicator (`MPIX_Comm_iagree`) in different orders on different ranks.
 //! Before the user frees a communicator its receives waiting in the shim go to MPI, which
 //! completes them after the handle is gone; the shim forgets the communicator when MPI really
 //! frees it (an attribute delete callback tells).
@@ -19,7 +15,7 @@ use std::os::raw::c_int;
 type Result = std::result::Result<Code, Error>;
 type Ints = *const c_int;
 
-/// After a constructor: the new communicator's private duplicate, under `MATCHSHIM_COLL=shim`.
+/// After a constructor: the new communicator's private duplicate.
 fn adopt(rt: &Runtime, code: Code, new: MPI_Comm) -> Result {
     if code != abi().success {
         return Ok(code);

@@ -114,7 +114,7 @@ pub fn started(config: Result<Config, String>) {
     COLLECTIVES.init(rt.tag_ub);
     // No traffic yet: the duplicates of the predefined communicators are made at once.
     for handle in [abi().comm_world, abi().comm_self] {
-        let _ = COLLECTIVES.adopt_now(rt, handle);
+        let _ = COLLECTIVES.adopt(rt, handle);
     }
 }
 

@@ -2,7 +2,9 @@
 # Runs the collective test programs (ld-preload-tests/coll_*.c) natively and under the shim,
 # for MPICH and Open MPI, with the rank counts in each program's `/* ranks: … */` line.
 # A shim run passes when it exits 0, prints `verdict: PASS` and the same check lines as the
-# native run. Mode `coll-native` runs the shim with MATCHSHIM_COLL=native (engine rank).
+# native run. Each engine named runs the shim's own collectives (MATCHSHIM_COLL=shim); mode
+# `default` runs the shim as it comes (MATCHSHIM_COLL=auto: MPI runs what the shim would not
+# pay for); `coll-native` runs it with MATCHSHIM_COLL=native (engine rank).
 #   ci/coll-tests.sh [--mpi mpich|openmpi|all] [--engines "list rank"] [--only "coll_all …"]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -39,7 +41,7 @@ for mpi in $mpis; do
         [ -z "$only" ] || [[ " $only " == *" $prog "* ]] || continue
         "$(mpicc_for "$mpi")" -O2 -Wall -Wno-stringop-overflow -o "$bindir/$prog" "$src"
         for n in $(sed -n 's/.*ranks:\([ 0-9]*\).*/\1/p' "$src" | head -n 1); do
-            for mode in native $engines coll-native; do
+            for mode in native $engines default coll-native; do
                 out="$tmp/$mpi.$prog.$n.$mode"
                 start=$(date +%s.%N)
                 rc=0
@@ -47,8 +49,11 @@ for mpi in $mpis; do
                 if [ "$mode" = native ]; then
                     timeout -k 5 120 "${cmd[@]}" "$bindir/$prog" >"$out" 2>&1 || rc=$?
                 else
-                    vars=(MATCHSHIM_ENGINE="$mode")
-                    [ "$mode" = coll-native ] && vars=(MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native)
+                    case "$mode" in
+                        default) vars=() ;;
+                        coll-native) vars=(MATCHSHIM_ENGINE=rank MATCHSHIM_COLL=native) ;;
+                        *) vars=(MATCHSHIM_ENGINE="$mode" MATCHSHIM_COLL=shim) ;;
+                    esac
                     timeout -k 5 120 "${cmd[@]}" env LD_PRELOAD="$lib" "${vars[@]}" "$bindir/$prog" \
                         >"$out" 2>&1 || rc=$?
                 fi

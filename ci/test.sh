@@ -6,7 +6,8 @@
 # shim matches everything (MATCHSHIM_TAKEOVER=always), the matching programs once more with
 # every gpu burst and wildcard search through its kernels' host build, and with the default
 # engine while matching goes back and forth between MPI and the shim (auto, flip:3); the
-# collective tests in both of those modes and with MATCHSHIM_COLL=native; the fuzzer's recorded
+# collective tests in both of those modes, each with the shim running every collective
+# (MATCHSHIM_COLL=shim), as it comes (auto) and with MATCHSHIM_COLL=native; the fuzzer's recorded
 # regressions and its seeds 0 to 199 on each MPI against native; mpi4py's suite on both MPIs
 # under auto and flip:3; the ld-preload tests and two applications across network-namespace
 # hosts (Open MPI over TCP); and a counting PMPI tool beside the shim in both orders. Installs

@@ -1,6 +1,9 @@
 /* Collective benchmarks.
- *   coll latency [ITERS]  mean latency of Bcast, Allreduce, Gather, Allgather and Alltoall at
- *                         8 B, 1 KiB and 64 KiB per rank (the slowest rank's mean, in us)
+ *   coll latency [ITERS]  mean latency of Bcast, Allreduce, Reduce, Gather, Scatter, Allgather
+ *                         and Alltoall at 8 B, 1 KiB and 64 KiB per rank, and of Barrier (the
+ *                         slowest rank's mean, in us)
+ *   coll comms [ITERS]    Comm_split + Comm_dup + a barrier on the duplicate + both freed, the
+ *                         slowest rank's mean per iteration, in us
  *   coll hotspot [ITERS]  the FDS-like hot spot: every rank sends point-to-point messages to
  *                         rank 0 while all ranks gather to it (MPI_Gather and MPI_Gatherv);
  *                         rank 0 posts its receives in the order opposite to their arrival
@@ -22,12 +25,13 @@ static double slowest(double t)
 static void latency(int iters)
 {
     static const int sizes[] = {8, 1024, 65536};
-    static const char *names[] = {"bcast", "allreduce", "gather", "allgather", "alltoall"};
+    static const char *names[] = {"bcast",   "allreduce", "reduce",   "gather",
+                                  "scatter", "allgather", "alltoall", "barrier"};
     char *a = malloc(65536L * size), *b = malloc(65536L * size);
     memset(a, 1, 65536L * size);
     memset(b, 0, 65536L * size);
-    for (int c = 0; c < 5; c++)
-        for (int s = 0; s < 3; s++) {
+    for (int c = 0; c < 8; c++)
+        for (int s = 0; s < (c == 7 ? 1 : 3); s++) {
             int bytes = sizes[s], n = bytes / 8, its = bytes >= 65536 ? iters / 4 + 1 : iters;
             double t0 = 0;
             for (int i = -its / 10 - 1; i < its; i++) {
@@ -38,15 +42,18 @@ static void latency(int iters)
                 switch (c) {
                 case 0: MPI_Bcast(a, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
                 case 1: MPI_Allreduce(a, b, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
-                case 2: MPI_Gather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
-                case 3: MPI_Allgather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
-                case 4: MPI_Alltoall(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
+                case 2: MPI_Reduce(a, b, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); break;
+                case 3: MPI_Gather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+                case 4: MPI_Scatter(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+                case 5: MPI_Allgather(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
+                case 6: MPI_Alltoall(a, n, MPI_DOUBLE, b, n, MPI_DOUBLE, MPI_COMM_WORLD); break;
+                case 7: MPI_Barrier(MPI_COMM_WORLD); break;
                 }
             }
             double us = slowest((MPI_Wtime() - t0) / its * 1e6);
             if (rank == 0)
-                printf("bench=latency coll=%s bytes=%d ranks=%d iters=%d us=%.2f\n", names[c], bytes,
-                       size, its, us);
+                printf("bench=latency coll=%s bytes=%d ranks=%d iters=%d us=%.2f\n", names[c],
+                       c == 7 ? 0 : bytes, size, its, us);
         }
     free(a);
     free(b);
@@ -104,6 +111,26 @@ static void hotspot(int iters)
     free(reqs);
 }
 
+static void comms(int iters)
+{
+    double t0 = 0;
+    for (int i = -iters / 10 - 1; i < iters; i++) {
+        if (i == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        MPI_Comm half, dup;
+        MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+        MPI_Comm_dup(half, &dup);
+        MPI_Barrier(dup);
+        MPI_Comm_free(&dup);
+        MPI_Comm_free(&half);
+    }
+    double us = slowest((MPI_Wtime() - t0) / iters * 1e6);
+    if (rank == 0)
+        printf("bench=comms ranks=%d iters=%d us=%.2f\n", size, iters, us);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -113,6 +140,8 @@ int main(int argc, char **argv)
     int iters = argc > 2 ? atoi(argv[2]) : 200;
     if (strcmp(mode, "hotspot") == 0)
         hotspot(iters);
+    else if (strcmp(mode, "comms") == 0)
+        comms(iters);
     else
         latency(iters);
     MPI_Finalize();

@@ -299,7 +299,8 @@ fn engine_help() -> String {
 
 fn coll_help() -> String {
     format!(
-        "Who runs collectives (MATCHSHIM_COLL): the shim on its own point-to-point, or MPI \
+        "Who runs collectives (MATCHSHIM_COLL): MPI unless the shim's own algorithm pays \
+         (auto), the shim on its own point-to-point (shim), or MPI (native) \
          [default: MATCHSHIM_COLL if set, else {}]",
         defaults().coll.name()
     )
@@ -497,7 +498,7 @@ mod tests {
             assert!(text.contains(engine.name()), "{text}");
         }
         assert!(
-            text.contains("else col+pnp") && text.contains("else shim"),
+            text.contains("else col+pnp") && text.contains("else auto"),
             "{text}"
         );
         assert!(

@@ -348,6 +348,7 @@ pub mod tests {
             let mut r = reports(&[line("rank", rank, 2, 100, 70, 3)]).remove(0);
             let c = Collective {
                 calls,
+                mpi_calls: calls + 1,
                 matched: 2 * calls,
                 bytes_sent: 8 * calls,
                 ..Collective::default()
@@ -358,6 +359,7 @@ pub mod tests {
         let s = Summary::new(&reports(&[with(0, 3), with(1, 4)]));
         let sum = &s.collectives["allreduce"];
         assert_eq!((sum.calls, sum.matched, sum.bytes_sent), (7, 14, 56));
+        assert_eq!(sum.mpi_calls, 9);
     }
 
     #[test]

@@ -206,11 +206,13 @@ fn engine_table(s: &Summary) -> String {
     out
 }
 
-/// What the shim's collectives did, a row per collective, summed over ranks.
+/// Who ran each collective and what the shim's calls did, a row per collective, summed over
+/// ranks.
 fn collectives(s: &Summary) -> String {
     let header = [
         "collective",
-        "calls",
+        "shim calls",
+        "MPI calls",
         "nonblocking",
         "messages received",
         "bytes received",
@@ -225,6 +227,7 @@ fn collectives(s: &Summary) -> String {
             row.extend(
                 [
                     c.calls,
+                    c.mpi_calls,
                     c.nonblocking_calls,
                     c.matched,
                     c.bytes_received,

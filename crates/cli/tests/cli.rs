@@ -117,7 +117,8 @@ fn run_under_shim(s: &Setup, engine: &str, out: &str, program: &Path) -> Output 
     run_under_shim_with(s, engine, out, &[program.to_str().unwrap()], "2", &[])
 }
 
-/// `run_under_shim` of a command line on `ranks` ranks, with `MATCHSHIM_*` variables for them.
+/// `run_under_shim` of a command line on `ranks` ranks, with `MATCHSHIM_*` variables for them;
+/// the shim matches every message and runs every collective, so both traffic types are seen.
 fn run_under_shim_with(
     s: &Setup,
     engine: &str,
@@ -130,6 +131,7 @@ fn run_under_shim_with(
     let _ = std::fs::remove_dir_all(&out);
     let mut command = Command::new(EXE);
     command.env("MATCHSHIM_TAKEOVER", "always");
+    command.env("MATCHSHIM_COLL", "shim");
     command.envs(vars.iter().copied());
     command.args([
         "run",
@@ -162,6 +164,35 @@ fn error_line(out: &Output) -> String {
     let last = stderr.lines().last().unwrap_or_default().to_string();
     assert!(last.starts_with("matchshim: "), "{stderr}");
     last
+}
+
+/// Every rank's report says who ran each collective: the demo's reduce on 2 ranks goes to MPI
+/// under the default mode and to the shim under `shim`.
+#[test]
+fn the_report_says_who_ran_each_collective() {
+    let Some((s, _job)) = setup() else { return };
+    for coll in ["auto", "shim"] {
+        let out = run_under_shim_with(
+            s,
+            "list",
+            &format!("who-{coll}"),
+            &[s.demo.to_str().unwrap()],
+            "2",
+            &[("MATCHSHIM_COLL", Path::new(coll))],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let reports = std::fs::read_to_string(s.tmp.join(format!("run-who-{coll}/report.jsonl")));
+        for line in reports.unwrap().lines() {
+            let report: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(report["coll"], coll);
+            let reduce = &report["collectives"]["reduce"];
+            let (shim, mpi) = (reduce["calls"].as_u64(), reduce["mpi_calls"].as_u64());
+            match coll {
+                "auto" => assert!(shim == Some(0) && mpi > Some(0), "{reduce}"),
+                _ => assert!(shim > Some(0) && mpi == Some(0), "{reduce}"),
+            }
+        }
+    }
 }
 
 #[test]

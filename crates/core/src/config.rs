@@ -49,19 +49,21 @@ impl std::fmt::Display for Takeover {
 /// takeover of a message 0.1 to 0.4 µs more than MPI's own receive.
 pub const DEFAULT_TAKEOVER_DEPTH: u32 = 64;
 
-/// `MATCHSHIM_COLL`: the shim runs collectives on its own point-to-point (`shim`), or passes
-/// them to MPI (`native`).
+/// `MATCHSHIM_COLL`: the shim runs a collective on its own point-to-point only where that
+/// pays (`auto`, see `protocol::coll::shim_pays`), always (`shim`), or never (`native`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CollMode {
+    Auto,
     Shim,
     Native,
 }
 
 impl CollMode {
-    pub const ALL: [CollMode; 2] = [CollMode::Shim, CollMode::Native];
+    pub const ALL: [CollMode; 3] = [CollMode::Auto, CollMode::Shim, CollMode::Native];
 
     pub fn name(self) -> &'static str {
         match self {
+            CollMode::Auto => "auto",
             CollMode::Shim => "shim",
             CollMode::Native => "native",
         }
@@ -142,7 +144,7 @@ impl Config {
             params: EngineParams::default(),
             report: None,
             verbose: Verbosity::Takeovers,
-            coll: CollMode::Shim,
+            coll: CollMode::Auto,
             takeover: Takeover::Auto,
             takeover_depth: DEFAULT_TAKEOVER_DEPTH,
             trace: None,
@@ -216,7 +218,7 @@ impl Config {
                     config.coll = CollMode::ALL
                         .into_iter()
                         .find(|mode| mode.name() == value)
-                        .ok_or_else(|| bad_value(&name, &value, "shim, native"))?;
+                        .ok_or_else(|| bad_value(&name, &value, "auto, shim, native"))?;
                 }
                 _ => {
                     return Err(format!(
@@ -253,15 +255,17 @@ mod tests {
         assert_eq!(config.params, EngineParams::default());
         assert!(config.report.is_none() && config.trace.is_none());
         assert_eq!(config.verbose, Verbosity::Takeovers);
-        assert_eq!(config.coll, CollMode::Shim);
+        assert_eq!(config.coll, CollMode::Auto);
     }
 
     #[test]
     fn collectives_can_be_left_to_mpi() {
         let config = Config::from_vars(vars(&[("MATCHSHIM_COLL", "native")])).unwrap();
         assert_eq!(config.coll, CollMode::Native);
+        let config = Config::from_vars(vars(&[("MATCHSHIM_COLL", "shim")])).unwrap();
+        assert_eq!(config.coll, CollMode::Shim);
         let err = Config::from_vars(vars(&[("MATCHSHIM_COLL", "mpi")])).unwrap_err();
-        assert!(err.contains("MATCHSHIM_COLL") && err.contains("shim") && err.contains("native"));
+        assert!(err.contains("MATCHSHIM_COLL") && err.contains("auto") && err.contains("native"));
     }
 
     #[test]

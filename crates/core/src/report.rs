@@ -51,10 +51,15 @@ impl Traffic {
     }
 }
 
-/// One collective as the shim ran it on one rank.
+/// One collective on one rank: the calls the shim ran (`calls` and the counters after it) and
+/// those it passed to MPI (`mpi_calls`).
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Collective {
     pub calls: u64,
+    /// Calls MPI ran (`MATCHSHIM_COLL=auto` where the shim would not pay, `native`,
+    /// inter-communicators).
+    #[serde(default)]
+    pub mpi_calls: u64,
     pub nonblocking_calls: u64,
     /// Messages this rank received in these calls: collective elements matched.
     pub matched: u64,
@@ -66,6 +71,7 @@ pub struct Collective {
 impl Collective {
     pub fn add(&mut self, other: &Collective) {
         self.calls += other.calls;
+        self.mpi_calls += other.mpi_calls;
         self.nonblocking_calls += other.nonblocking_calls;
         self.matched += other.matched;
         self.bytes_received += other.bytes_received;
@@ -496,6 +502,7 @@ mod tests {
             "allreduce".to_string(),
             Collective {
                 calls: 4,
+                mpi_calls: 2,
                 nonblocking_calls: 1,
                 matched: 8,
                 bytes_received: 64,

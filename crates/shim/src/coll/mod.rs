@@ -3,10 +3,12 @@
 //!
 //! Each intra-communicator gets a private duplicate (at `MPI_Init` for `MPI_COMM_WORLD` and
 //! `MPI_COMM_SELF`, inside the call that creates any other, and with `PMPI_Comm_idup` in the
-//! first collective on one the shim did not see created: every rank makes its collective calls
-//! in the same order, and the nonblocking form lets the shim keep matching while the duplicate
-//! is made). All traffic there is collective. With `MATCHSHIM_COLL=native` it carries the
-//! blocking collectives MPI runs. It is drained into the same engine as the user
+//! first collective the shim runs on one it did not see created: every rank makes its
+//! collective calls in the same order and decides alike who runs each
+//! (`protocol::coll::shim_pays`), and the nonblocking form lets the shim keep matching while the
+//! duplicate is made). All traffic there is collective. It also carries the blocking
+//! collectives MPI runs, so that they never meet the program's nonblocking ones (one under way
+//! is waited for, so every rank picks the same communicator). It is drained into the same engine as the user
 //! communicator's point-to-point traffic, as `Class::Collective { kind, size_class }` read
 //! from each message's tag, so one engine sees both (the unified engine of the COL+PNP
 //! design); user receives never see it, since a point-to-point pattern never matches a
@@ -30,7 +32,7 @@ use crate::runtime::completion::Completion;
 use crate::runtime::request::{self, Operation, Request};
 use crate::runtime::{Client, Error, Runtime};
 use matchshim_core::protocol::coll::Invalid;
-use matchshim_core::protocol::coll::{Form, TagLayout, KINDS};
+use matchshim_core::protocol::coll::{shim_may_pay, shim_pays, Form, TagLayout, KINDS};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use schedule::{Builder, Schedule};
@@ -188,10 +190,13 @@ impl CollOp {
     }
 }
 
-/// Per-collective counters of one rank.
+/// Per-collective counters of one rank: the shim's calls, its nonblocking ones, messages and
+/// bytes received, messages and bytes sent, and the calls MPI ran.
 struct CollStats {
-    counters: [[AtomicU64; 6]; KINDS],
+    counters: [[AtomicU64; 7]; KINDS],
 }
+
+const MPI_CALLS: usize = 6;
 
 impl CollStats {
     fn record(&self, kind: Kind, form: Form, b: &Builder) {
@@ -211,6 +216,10 @@ impl CollStats {
         }
     }
 
+    fn record_mpi(&self, kind: Kind) {
+        self.counters[kind as usize][MPI_CALLS].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The collectives that were called, by name.
     fn report(&self) -> BTreeMap<String, Collective> {
         Kind::ALL
@@ -219,9 +228,10 @@ impl CollStats {
                 let v = self.counters[kind as usize]
                     .each_ref()
                     .map(|a| a.load(Ordering::Relaxed));
-                (v[0] > 0).then(|| {
+                (v[0] > 0 || v[MPI_CALLS] > 0).then(|| {
                     let r = Collective {
                         calls: v[0],
+                        mpi_calls: v[MPI_CALLS],
                         nonblocking_calls: v[1],
                         matched: v[2],
                         bytes_received: v[3],
@@ -248,7 +258,7 @@ pub static COLLECTIVES: Collectives = Collectives {
     comms: parking_lot::const_mutex(None),
     tags: OnceLock::new(),
     stats: CollStats {
-        counters: [const { [const { AtomicU64::new(0) }; 6] }; KINDS],
+        counters: [const { [const { AtomicU64::new(0) }; 7] }; KINDS],
     },
     running: parking_lot::const_mutex(Vec::new()),
 };
@@ -304,18 +314,34 @@ impl Collectives {
             .clone()
     }
 
-    /// The communicator when the shim runs its collectives; `None`: pass to MPI
-    /// (`MATCHSHIM_COLL=native`, inter-communicators).
-    pub fn comm(&self, rt: &Runtime, handle: MPI_Comm) -> Result<Option<&'static Comm>, Error> {
+    /// The communicator when the shim may run a collective of `kind` on it; `None`: pass to
+    /// MPI (`MATCHSHIM_COLL=native`, `auto` where the shim's algorithm does not pay,
+    /// inter-communicators).
+    pub fn comm(
+        &self,
+        rt: &Runtime,
+        handle: MPI_Comm,
+        kind: Kind,
+    ) -> Result<Option<&'static Comm>, Error> {
         if rt.config.coll == CollMode::Native {
             return Ok(None);
         }
         let comm = rt.comm(handle)?;
-        Ok((!comm.inter).then_some(comm))
+        let mine =
+            !comm.inter && (rt.config.coll == CollMode::Shim || shim_may_pay(kind, comm.size));
+        Ok(mine.then_some(comm))
+    }
+
+    /// Counts a call of `kind` that MPI runs.
+    pub fn passed_to_mpi(&self, kind: Kind) {
+        self.stats.record_mpi(kind);
     }
 
     /// Gives a communicator just created its private duplicate now, while every member is
-    /// in the call that creates it.
+    /// in the call that creates it. In every mode: blocking collectives that MPI runs need it
+    /// to stay apart from nonblocking ones, and made later, inside a collective, it could meet a
+    /// nonblocking collective MPI runs by itself (`MPIX_Comm_iagree`) in different orders on
+    /// different ranks.
     pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
         if handle.key() == abi().comm_null.key() {
             return Ok(());
@@ -331,16 +357,29 @@ impl Collectives {
 
     /// Where a blocking collective that MPI runs goes, as its nonblocking form: the private
     /// duplicate when there is one, so it never meets the program's nonblocking collectives,
-    /// which MPI matches apart from blocking ones.
+    /// which MPI matches apart from blocking ones. One under way (every rank started it in the
+    /// same call) is waited for, so every rank picks the same communicator.
     pub fn blocking_native_comm(&self, rt: &Runtime, handle: MPI_Comm) -> MPI_Comm {
-        match rt.comm(handle) {
-            Ok(comm) => self.state(comm).dup.get().copied().unwrap_or(handle),
-            Err(_) => handle,
+        let Ok(comm) = rt.comm(handle) else {
+            return handle;
+        };
+        let state = self
+            .comms
+            .lock()
+            .as_ref()
+            .and_then(|m| m.get(&comm.id).cloned());
+        let Some(state) = state else {
+            return handle;
+        };
+        if state.dup.get().is_none() && state.creating.lock().is_some() {
+            rt.wait_until(Some(comm), || state.ready(comm).is_some());
         }
+        state.dup.get().copied().unwrap_or(handle)
     }
 
     /// Runs one collective call: `build` adds the algorithm's actions (an error there is a bad
-    /// argument, which MPI reports). A null `request` makes the call blocking.
+    /// argument, which MPI reports). A null `request` makes the call blocking. `None`: under
+    /// `MATCHSHIM_COLL=auto` the call's blocks are too large for the shim to pay; MPI runs it.
     ///
     /// # Safety
     /// The buffers `build` names stay valid until the call (or its request) completes.
@@ -351,7 +390,7 @@ impl Collectives {
         kind: Kind,
         request: *mut MPI_Request,
         build: impl FnOnce(&mut Builder) -> Result<(), Invalid>,
-    ) -> Result<Code, Error> {
+    ) -> Result<Option<Code>, Error> {
         let form = if !request.is_null() {
             Form::Nonblocking
         } else {
@@ -359,6 +398,9 @@ impl Collectives {
         };
         let mut b = Builder::new(comm.rank, comm.size);
         build(&mut b).map_err(|_| Error::Invalid)?;
+        if rt.config.coll == CollMode::Auto && !shim_pays(kind, comm.size, b.size_class) {
+            return Ok(None);
+        }
         let state = self.state(comm);
         state
             .start(comm)
@@ -377,7 +419,7 @@ impl Collectives {
             if schedule.err != abi().success {
                 return Err(rt.raise(comm.handle, schedule.err));
             }
-            return Ok(abi().success);
+            return Ok(Some(abi().success));
         }
         let op = Arc::new(CollOp {
             comm,
@@ -404,6 +446,6 @@ impl Collectives {
             }
             list.push((op, schedule));
         }
-        Ok(abi().success)
+        Ok(Some(abi().success))
     }
 }

@@ -1,6 +1,7 @@
 //! Collective handlers, one per collective for its blocking form (a null request) and its
-//! nonblocking one. On intra-communicators the shim runs them itself (`crate::coll`); with
-//! `MATCHSHIM_COLL=native` and on inter-communicators they go to MPI, blocking ones always as
+//! nonblocking one. On intra-communicators the shim runs them itself (`crate::coll`) under
+//! `MATCHSHIM_COLL=shim`, and under `auto` where its algorithm pays; otherwise, with
+//! `native` and on inter-communicators they go to MPI, blocking ones always as
 //! their nonblocking forms waited for with the shim's progress (see `nonblocking_then_wait`):
 //! a receive waiting for the shim may be what a peer needs before it can join, and MPI never
 //! matches a blocking collective with a nonblocking one, so the choice cannot depend on this
@@ -27,6 +28,7 @@ type Type = MPI_Datatype;
 
 /// Runs a collective: the shim's schedule (behind a generalized request when `request` is not
 /// null), or MPI's nonblocking form (`native`), waited for when the call is blocking.
+/// Either way the report counts the call under the collective's name.
 ///
 /// # Safety
 /// The buffers `build` names stay valid until the call (or its request) completes; `request`
@@ -39,19 +41,22 @@ unsafe fn collective(
     native: impl Native,
     build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
 ) -> Result {
-    let Some(state) = COLLECTIVES.comm(rt, comm)? else {
-        if !request.is_null() {
-            return Ok(native(comm, request));
+    if let Some(state) = COLLECTIVES.comm(rt, comm, kind)? {
+        // SAFETY: as the caller promises.
+        if let Some(code) = unsafe { COLLECTIVES.run(rt, state, kind, request, build) }? {
+            return Ok(code);
         }
-        let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
-        let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
-        if code != abi().success && native_comm.key() != comm.key() {
-            return Err(rt.raise(comm, code));
-        }
-        return Ok(code);
-    };
-    // SAFETY: as the caller promises.
-    unsafe { COLLECTIVES.run(rt, state, kind, request, build) }
+    }
+    COLLECTIVES.passed_to_mpi(kind);
+    if !request.is_null() {
+        return Ok(native(comm, request));
+    }
+    let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
+    let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
+    if code != abi().success && native_comm.key() != comm.key() {
+        return Err(rt.raise(comm, code));
+    }
+    Ok(code)
 }
 
 /// A count per rank, from the caller's array (empty if there is none).

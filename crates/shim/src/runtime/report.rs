@@ -2,7 +2,7 @@
 
 use super::table::Totals;
 use super::Runtime;
-use crate::config::{CollMode, Verbosity};
+use crate::config::Verbosity;
 use crate::matching::EngineKind;
 use crate::mpi::{self, abi, BUILT_FOR};
 use crate::report::{RankReport, Tally, Traffic, VERSION};
@@ -31,11 +31,7 @@ impl Totals {
             queues_max: self.stats.queues_max,
             posted_left: self.posted_left,
             unexpected_left: self.unexpected_left,
-            coll: match rt.config.coll {
-                CollMode::Shim => "shim",
-                CollMode::Native => "native",
-            }
-            .to_string(),
+            coll: rt.config.coll.name().to_string(),
             collectives: Default::default(),
             takeover: rt.config.takeover.to_string(),
             comms,

@@ -109,6 +109,59 @@ pub fn size_class(bytes: i64) -> u8 {
     ((bits - 2) / 2).min(14) as u8
 }
 
+/// Where a collective's messages arrive many at once, so that they pile up in a matching
+/// queue: the shim's algorithms pay only there (its engine keeps collective elements apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pile {
+    /// The root receives a block from every rank (gathers).
+    Root,
+    /// Every rank receives a block from every rank (all-to-alls).
+    Everyone,
+    /// A few messages per rank and round: trees, rings, recursive doubling, and scatters,
+    /// whose receivers get one block each.
+    Nowhere,
+}
+
+impl Kind {
+    fn pile(self) -> Pile {
+        match self {
+            Kind::Gather | Kind::Gatherv => Pile::Root,
+            Kind::Alltoall | Kind::Alltoallv | Kind::Alltoallw => Pile::Everyone,
+            _ => Pile::Nowhere,
+        }
+    }
+}
+
+/// `MATCHSHIM_COLL=auto`: the fewest ranks at which a gather's root gets enough blocks at
+/// once for the shim's gather to pay (0.93× MPI's time at 8 ranks, 8 B, and the hot-spot
+/// gathers; below, 1.3–1.6× MPI's at 2 and 4 ranks; docs/collectives.md).
+pub const AUTO_GATHER_RANKS: i32 = 8;
+/// The fewest ranks for the shim's all-to-all: 1.9× MPI's time at 8 ranks, so only where
+/// every rank gets at least as many blocks at once as the gather's root gets at 32.
+pub const AUTO_ALLTOALL_RANKS: i32 = 32;
+/// The largest size class the shim runs under `auto` (blocks up to 2 KiB): larger blocks cost
+/// their transfer, not their matching. `v` and `w` forms (class [`VARYING`]) decide by ranks.
+pub const AUTO_MAX_SIZE_CLASS: u8 = 4;
+
+/// Whether the shim may run `kind` on `ranks` ranks under `auto`, before the call's size class
+/// is known: `false` sends the call to MPI at once.
+pub fn shim_may_pay(kind: Kind, ranks: i32) -> bool {
+    match kind.pile() {
+        Pile::Root => ranks >= AUTO_GATHER_RANKS,
+        Pile::Everyone => ranks >= AUTO_ALLTOALL_RANKS,
+        Pile::Nowhere => false,
+    }
+}
+
+/// Whether the shim runs a call of `kind` on `ranks` ranks whose blocks are of `size_class`
+/// under `auto`. Every rank decides alike without communicating: the kind, the communicator's
+/// size and the size class are the same on every rank (the tags carry the class, taken from
+/// the arguments MPI requires to match; [`VARYING`] for `v` and `w` forms, whose counts a
+/// non-root rank does not know).
+pub fn shim_pays(kind: Kind, ranks: i32, size_class: u8) -> bool {
+    shim_may_pay(kind, ranks) && (size_class == VARYING || size_class <= AUTO_MAX_SIZE_CLASS)
+}
+
 /// Blocking and nonblocking collectives are numbered apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
@@ -154,6 +207,32 @@ impl TagLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_runs_only_gathers_and_all_to_alls_at_scale() {
+        for kind in Kind::ALL {
+            for ranks in [1, 2, 4, 7, 8, 16, 31, 32, 1024] {
+                let pays = shim_pays(kind, ranks, 0);
+                let expected = match kind {
+                    Kind::Gather | Kind::Gatherv => ranks >= 8,
+                    Kind::Alltoall | Kind::Alltoallv | Kind::Alltoallw => ranks >= 32,
+                    _ => false,
+                };
+                assert_eq!(pays, expected, "{} at {ranks} ranks", kind.name());
+                assert_eq!(shim_may_pay(kind, ranks), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn auto_leaves_large_blocks_to_mpi_but_decides_varying_ones_by_ranks() {
+        assert!(shim_pays(Kind::Gather, 8, size_class(2048)));
+        assert!(!shim_pays(Kind::Gather, 8, size_class(2049)));
+        assert!(!shim_pays(Kind::Alltoall, 64, size_class(64 << 10)));
+        assert!(shim_pays(Kind::Gatherv, 8, VARYING));
+        assert!(shim_pays(Kind::Alltoallw, 32, VARYING));
+        assert!(!shim_pays(Kind::Gatherv, 4, VARYING));
+    }
 
     #[test]
     fn size_classes_grow_by_factors_of_four() {

@@ -20,7 +20,8 @@ NVRTCS=(
     "13 cu13 nvidia-cuda-nvrtc>=13,<14 nvidia/cu13/lib"
 )
 
-lib_dir() { compgen -G "$ROOT/target/nvrtc/$1/lib/python3*/site-packages/$2" | head -n 1; }
+# Empty when the venv is not there yet (compgen fails on no match, which pipefail would pass on).
+lib_dir() { compgen -G "$ROOT/target/nvrtc/$1/lib/python3*/site-packages/$2" | head -n 1 || true; }
 
 kernels=$(sed -n '/^pub const KERNELS/,/^];/p' "$ROOT/crates/core/src/matching/gpu/device.rs" |
     grep -o '"ms_[a-z0-9_]*"' | tr -d '"')

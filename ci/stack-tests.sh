@@ -4,7 +4,8 @@
 # natively, then with the tool and the shim preloaded in both orders, and with the tool
 # preloaded under `matchshim run`. Each stacked run must pass as natively, the tool's counts
 # of every rank must equal the native ones, and the shim's report (MATCHSHIM_REPORT) must hold
-# every rank, with its engine having matched messages (MATCHSHIM_TAKEOVER=always). A library
+# every rank, with its engine having matched messages (MATCHSHIM_TAKEOVER=always and
+# MATCHSHIM_COLL=shim: the shim matches every message, collectives' too). A library
 # that defines the profiling names itself, loaded before the shim, gets one line at MPI_Init; a
 # tool after the shim that reaches MPI past the profiling names, one line at its first call.
 #
@@ -50,11 +51,11 @@ run() {
         local command status=0
         command="$(dirname "$(shim_lib_for "$mpi")")/matchshim"
         LD_PRELOAD="$preload" timeout "$run_timeout" "$command" run --out "$dir/run" \
-            --engine "$engine" --takeover always -- "${cmd[@]}" "$prog" >"$dir/out" 2>&1 || status=$?
+            --engine "$engine" --takeover always --coll shim -- "${cmd[@]}" "$prog" >"$dir/out" 2>&1 || status=$?
         cp "$dir/run/report.jsonl" "$dir/report.jsonl" 2>/dev/null || true
         return "$status"
     fi
-    timeout "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$preload" MATCHSHIM_TAKEOVER=always \
+    timeout "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$preload" MATCHSHIM_TAKEOVER=always MATCHSHIM_COLL=shim \
         MATCHSHIM_ENGINE="$engine" MATCHSHIM_REPORT="$dir/report.jsonl" "$prog" >"$dir/out" 2>&1
 }
 

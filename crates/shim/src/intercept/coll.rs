@@ -52,7 +52,17 @@ unsafe fn collective(
         return Ok(native(comm, request));
     }
     let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
-    let code = nonblocking_then_wait(rt, |r| native(native_comm, r))?;
+    let mut started = true;
+    let code = nonblocking_then_wait(rt, |r| {
+        let code = native(native_comm, r);
+        started = code == abi().success;
+        code
+    })?;
+    if !started {
+        // MPI refused the arguments before anything moved: its blocking call on the user's
+        // communicator reports them, in its own words and through that communicator's handler.
+        return Err(Error::Invalid);
+    }
     if code != abi().success && native_comm.key() != comm.key() {
         return Err(rt.raise(comm, code));
     }

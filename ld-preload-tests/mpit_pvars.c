@@ -109,9 +109,42 @@ static unsigned long long read_var(int v)
     return value;
 }
 
+/* One of the MPI's own variables bound to no object, read through the MPI as it is. */
+static void t_mpi_var(void)
+{
+    int first = mpi_vars >= 0 ? mpi_vars : 0, num = 0;
+    CHK(MPI_T_pvar_get_num(&num));
+    if (!shim)
+        first = num;
+    for (int i = 0; i < first; i++) {
+        int bind, continuous, count = 0, name_len = 0, desc_len = 0;
+        MPI_Datatype type;
+        MPI_T_pvar_handle handle;
+        if (MPI_T_pvar_get_info(i, NULL, &name_len, NULL, NULL, &type, NULL, NULL, &desc_len,
+                                &bind, NULL, &continuous, NULL) != MPI_SUCCESS
+            || bind != MPI_T_BIND_NO_OBJECT)
+            continue;
+        CHK(MPI_T_pvar_handle_alloc(session, i, NULL, &handle, &count));
+        int size = 0;
+        MPI_Type_size(type, &size);
+        void *buf = calloc((size_t)(count > 0 ? count : 1), (size_t)(size > 0 ? size : 1));
+        if (!continuous)
+            CHK(MPI_T_pvar_start(session, handle));
+        CHK(MPI_T_pvar_read(session, handle, buf));
+        CHK(MPI_T_pvar_handle_free(session, &handle));
+        EXPECT(handle == MPI_T_PVAR_HANDLE_NULL, "MPI's handle of variable %d not reset", i);
+        free(buf);
+        if (t_rank == 0)
+            printf("read MPI's variable %d\n", i);
+        break;
+    }
+    report("mpi variable");
+}
+
 static void t_handles(void)
 {
     CHK(MPI_T_pvar_session_create(&session));
+    t_mpi_var();
     if (!shim) {
         report("handles");
         return;

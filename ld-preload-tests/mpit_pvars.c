@@ -11,15 +11,15 @@
 #define BURST 64
 #define TAG 7
 
-enum { POSTED, UNEXPECTED, MODE, SWITCHES, MATCHES, DELEGATED, TIME, NVARS };
+enum { POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, TIME, NVARS };
 static const char *const names[NVARS] = {
     "matchshim_posted_length", "matchshim_unexpected_length", "matchshim_mode",
-    "matchshim_switches", "matchshim_matches", "matchshim_delegated_receives",
+    "matchshim_takeovers", "matchshim_switches", "matchshim_matches", "matchshim_delegated_receives",
     "matchshim_match_time_ns",
 };
 static const int classes[NVARS] = {
     MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_STATE,
-    MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER,
+    MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER,
     MPI_T_PVAR_CLASS_TIMER,
 };
 
@@ -214,7 +214,11 @@ static void t_burst(void)
             EXPECT(read_var(MODE) <= 1, "mode %llu", read_var(MODE));
             if (after > 0)
                 EXPECT(read_var(TIME) > 0, "%llu matches in no time", after);
-            (void)read_var(SWITCHES);
+            if (read_var(MODE) == 1)
+                EXPECT(read_var(TAKEOVERS) >= 1, "in takeover, taken over %llu times",
+                       read_var(TAKEOVERS));
+            EXPECT(read_var(TAKEOVERS) <= read_var(SWITCHES) + 1,
+                   "%llu takeovers in %llu switches", read_var(TAKEOVERS), read_var(SWITCHES));
             (void)read_var(DELEGATED);
             printf("rank 1: mode %d, unexpected %llu before receiving, matches %llu -> %llu\n",
                    mode, unexpected, before, after);

@@ -31,7 +31,7 @@ struct Var {
     value: fn(&Runtime, &Comm) -> u64,
 }
 
-static VARS: [Var; 7] = [
+static VARS: [Var; 8] = [
     Var {
         name: c"matchshim_posted_length",
         class: Class::Level,
@@ -49,6 +49,12 @@ static VARS: [Var; 7] = [
         class: Class::State,
         desc: c"Who matches the communicator's messages: 0 MPI (delegated), 1 the shim (takeover)",
         value: |_, comm| (comm.takeover.mode() == Mode::Takeover) as u64,
+    },
+    Var {
+        name: c"matchshim_takeovers",
+        class: Class::Counter,
+        desc: c"Times the shim took over the communicator's matching (starting in takeover counts one)",
+        value: |_, comm| comm.takeover.takeovers(),
     },
     Var {
         name: c"matchshim_switches",

@@ -165,6 +165,11 @@ static void t_handles(void)
     EXPECT(MPI_T_pvar_reset(session, handles[MATCHES]) == MPI_T_ERR_PVAR_NO_WRITE, "reset");
     EXPECT(MPI_T_pvar_readreset(session, handles[MATCHES], &zero) == MPI_T_ERR_PVAR_NO_WRITE,
            "readreset");
+    MPI_T_pvar_session other;
+    CHK(MPI_T_pvar_session_create(&other));
+    EXPECT(MPI_T_pvar_read(other, handles[MATCHES], &zero) == MPI_T_ERR_INVALID_HANDLE,
+           "read in another session");
+    CHK(MPI_T_pvar_session_free(&other));
     report("handles");
 }
 
@@ -249,6 +254,9 @@ int main(int argc, char **argv)
     int provided;
     t_init(&argc, &argv);
     shim = dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL;
+    int num = 0;
+    EXPECT(MPI_T_pvar_get_num(&num) != MPI_SUCCESS, "MPI_T_pvar_get_num before MPI_T_init");
+    report("before MPI_T_init");
     CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
     t_enumerate();
     t_handles();

@@ -86,6 +86,15 @@ fn kinds() -> HashMap<&'static str, Kind> {
         ("MessageOut", k("*mut MPI_Message", true)),
         ("Argc", k("*mut c_int", false)),
         ("Argv", k("*mut *mut *mut c_char", false)),
+        // The tool information interface (MPI_T has no Fortran binding).
+        ("Str", k("*const c_char", false)),
+        ("StrOut", k("*mut c_char", false)),
+        ("DatatypeOut", k("*mut MPI_Datatype", false)),
+        ("EnumOut", k("*mut MPI_T_enum", false)),
+        ("Session", k("MPI_T_pvar_session", false)),
+        ("SessionInOut", k("*mut MPI_T_pvar_session", false)),
+        ("PvarHandle", k("MPI_T_pvar_handle", false)),
+        ("PvarHandleInOut", k("*mut MPI_T_pvar_handle", false)),
     ])
 }
 

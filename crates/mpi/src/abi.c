@@ -1,4 +1,5 @@
 #include "abi.h"
+#include <stddef.h> /* NULL, in MPICH's MPI_T_*_NULL */
 
 const struct ms_abi ms_abi = {
     .comm_world = MPI_COMM_WORLD,
@@ -52,6 +53,21 @@ const struct ms_abi ms_abi = {
     .combiner_named = MPI_COMBINER_NAMED,
     .max_error_string = MPI_MAX_ERROR_STRING,
     .max_info_val = MPI_MAX_INFO_VAL,
+    .unsigned_long_long = MPI_UNSIGNED_LONG_LONG,
+    .t_enum_null = MPI_T_ENUM_NULL,
+    .t_pvar_handle_null = MPI_T_PVAR_HANDLE_NULL,
+    .t_verbosity_user_basic = MPI_T_VERBOSITY_USER_BASIC,
+    .t_bind_mpi_comm = MPI_T_BIND_MPI_COMM,
+    .t_class_state = MPI_T_PVAR_CLASS_STATE,
+    .t_class_level = MPI_T_PVAR_CLASS_LEVEL,
+    .t_class_counter = MPI_T_PVAR_CLASS_COUNTER,
+    .t_class_timer = MPI_T_PVAR_CLASS_TIMER,
+    .t_err_invalid = MPI_T_ERR_INVALID,
+    .t_err_invalid_index = MPI_T_ERR_INVALID_INDEX,
+    .t_err_invalid_handle = MPI_T_ERR_INVALID_HANDLE,
+    .t_err_invalid_name = MPI_T_ERR_INVALID_NAME,
+    .t_err_pvar_no_startstop = MPI_T_ERR_PVAR_NO_STARTSTOP,
+    .t_err_pvar_no_write = MPI_T_ERR_PVAR_NO_WRITE,
 };
 
 int *ms_unweighted(void) { return MPI_UNWEIGHTED; }

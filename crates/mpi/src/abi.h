@@ -18,6 +18,14 @@ struct ms_abi {
         err_truncate, err_in_status, err_pending, err_other, err_intern, err_arg, err_root;
     int thread_single, thread_multiple, combiner_named;
     int max_error_string, max_info_val;
+    /* The tool information interface (MPI_T). */
+    MPI_Datatype unsigned_long_long;
+    MPI_T_enum t_enum_null;
+    MPI_T_pvar_handle t_pvar_handle_null;
+    int t_verbosity_user_basic, t_bind_mpi_comm, t_class_state, t_class_level, t_class_counter,
+        t_class_timer;
+    int t_err_invalid, t_err_invalid_index, t_err_invalid_handle, t_err_invalid_name,
+        t_err_pvar_no_startstop, t_err_pvar_no_write;
 };
 
 extern const struct ms_abi ms_abi;

@@ -14,7 +14,7 @@ use std::os::raw::{c_char, c_int, c_void};
 pub use crate::ffi::MPI_Count;
 pub use crate::ffi::{
     abi, Count, Fint, HandleKey, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
-    MPI_Request, MPI_Status, BUILT_FOR,
+    MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, BUILT_FOR,
 };
 
 /// Each exported call as MPI makes it.

@@ -69,6 +69,8 @@ pub struct Takeover {
     flip_pending: AtomicU8,
     // What the report shows.
     switches: AtomicU64,
+    /// Times the shim took over, starting in takeover included.
+    takeovers: AtomicU64,
     delegated_receives: AtomicUsize,
     mode_since_ns: AtomicU64,
     time_ns: [AtomicU64; 2],
@@ -122,6 +124,7 @@ impl Takeover {
             deep_in_row: AtomicU32::new(0),
             flip_pending: AtomicU8::new(0),
             switches: AtomicU64::new(0),
+            takeovers: AtomicU64::new((mode == Mode::Takeover) as u64),
             delegated_receives: AtomicUsize::new(0),
             mode_since_ns: AtomicU64::new(now_ns),
             time_ns: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -208,11 +211,19 @@ impl Takeover {
         let since = self.mode_since_ns.swap(now_ns, Relaxed);
         self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
         self.switches.fetch_add(1, Relaxed);
+        if mode == Mode::Takeover {
+            self.takeovers.fetch_add(1, Relaxed);
+        }
     }
 
     /// Mode switches so far.
     pub fn switches(&self) -> u64 {
         self.switches.load(Relaxed)
+    }
+
+    /// Times the shim took over the matching, starting in takeover included.
+    pub fn takeovers(&self) -> u64 {
+        self.takeovers.load(Relaxed)
     }
 
     /// Receives that went to MPI while it matched.
@@ -496,7 +507,13 @@ mod tests {
         t.switch(Mode::Takeover, 150);
         t.switch(Mode::Delegated, 400);
         assert_eq!(t.switches(), 2);
+        assert_eq!(t.takeovers(), 1);
         assert_eq!(t.time_in(1000), [100 + 600, 300]);
+        let always = Takeover::new(Policy::Always, 64, 0, u64::MAX);
+        assert_eq!(always.takeovers(), 1, "starting in takeover is one");
+        always.switch(Mode::Delegated, 10);
+        always.switch(Mode::Takeover, 20);
+        assert_eq!((always.switches(), always.takeovers()), (2, 2));
     }
 
     #[test]

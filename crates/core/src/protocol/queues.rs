@@ -447,7 +447,12 @@ mod tests {
                 panic!("nothing arrived yet")
             };
             let mut mpi = Mpi::default();
-            mpi.held.extend([(env(1, 7), 1), (env(2, 7), 2), (env(1, 7), 3), (env(2, 7), 4)]);
+            mpi.held.extend([
+                (env(1, 7), 1),
+                (env(2, 7), 2),
+                (env(1, 7), 3),
+                (env(2, 7), 4),
+            ]);
             q.drain(&mut mpi);
             assert_eq!(mpi.matched, vec![(100 + key as u64, 2)], "{kind:?}");
             let bursts = q.bursts();

@@ -10,6 +10,7 @@ mod coll;
 mod comms;
 mod fortran;
 mod init;
+mod mpit;
 mod p2p;
 mod requests;
 
@@ -20,11 +21,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// The entry points (`entry_points.rs`, written by build.rs from `calls.list`).
 #[allow(unused_unsafe, non_snake_case)]
 mod entry {
-    use super::{coll, comms, fortran, init, p2p, requests};
+    use super::{coll, comms, fortran, init, mpit, p2p, requests};
     use crate::intercept::guarded;
     use crate::mpi::{
         abi, next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message,
-        MPI_Op, MPI_Request, MPI_Status,
+        MPI_Op, MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session,
     };
     use crate::runtime::p2p::plainly_delegated;
     use crate::runtime::{runtime, serial_runtime, Error, Runtime};

@@ -11,7 +11,8 @@
 # shim case (an engine under a MATCHSHIM_TAKEOVER mode, default `auto`) passes when it exits
 # 0, prints `verdict: PASS`, its check lines equal the native run's, and its report
 # (MATCHSHIM_REPORT) holds every rank with that engine, so no program passes by bypassing the
-# shim; under `always`, the engines must also have matched messages, and a program whose
+# shim; under `always` (with MATCHSHIM_COLL=shim unless the caller sets it), the engines must
+# also have matched messages, and a program whose
 # header says `bursts: N` must show a burst of at least N messages drained at once.  A program marked
 # `native-known-fail: mpich` checks something that native MPICH gets wrong: natively it is
 # only reported, under the shim it must pass on its own.  Each run is killed after
@@ -162,13 +163,18 @@ run_case() {
     else
         # env inside the command line: the launcher cannot drop the variables. The gpu
         # engine's settings pass through from the caller.
-        local gpu_vars=()
+        local vars=()
         for v in MATCHSHIM_GPU_BURST MATCHSHIM_GPU_SCAN MATCHSHIM_GPU_LAUNCH MATCHSHIM_NVRTC; do
-            [ -n "${!v:-}" ] && gpu_vars+=("$v=${!v}")
+            [ -n "${!v:-}" ] && vars+=("$v=${!v}")
         done
+        # `always` is the shim matching every message, collectives' included; the caller's
+        # MATCHSHIM_COLL wins.
+        local coll=${MATCHSHIM_COLL:-}
+        [ -z "$coll" ] && [ "$mode" = always ] && coll=shim
+        [ -n "$coll" ] && vars+=("MATCHSHIM_COLL=$coll")
         timeout -k 5 "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$(shim_lib_for "$mpi")" \
             MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
-            "${gpu_vars[@]}" "$bin" >"$out" 2>&1
+            "${vars[@]}" "$bin" >"$out" 2>&1
     fi
 }
 

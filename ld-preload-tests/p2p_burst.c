@@ -5,8 +5,9 @@
  * rank 0 complete its receives, so a shim that matches drains them all at
  * once.  Each receive must get the message one ordered list gives it, whatever
  * the order of posting, with tags, sources and wildcards mixed.  (The ranks
- * meet with PMPI_Barrier, which the shim does not see.) */
+ * meet with libmpi's own barrier, which the shim does not see.) */
 #include "common.h"
+#include <dlfcn.h>
 
 #define N 512                   /* messages per check */
 #define W 4                     /* ints per message */
@@ -15,6 +16,24 @@
 typedef struct {
     int source, tag;
 } want_t;
+
+/* MPI_Barrier as libmpi itself defines it, looked up in libmpi: the shim exports the profiling
+ * names too, and a barrier through it would progress and drain the messages one by one. */
+static int mpi_own_barrier(MPI_Comm comm)
+{
+    static int (*barrier)(MPI_Comm);
+    if (!barrier) {
+#ifdef MPICH_VERSION
+        void *lib = dlopen("libmpich.so.12", RTLD_LAZY | RTLD_NOLOAD);
+#else
+        void *lib = dlopen("libmpi.so.40", RTLD_LAZY | RTLD_NOLOAD);
+#endif
+        barrier = lib ? (int (*)(MPI_Comm))dlsym(lib, "PMPI_Barrier") : NULL;
+        if (!barrier)
+            barrier = PMPI_Barrier;
+    }
+    return barrier(comm);
+}
 
 /* Sender rank `s` sends `count` messages in this order; message k has tag tags[k]. */
 static void send_all(const int *tags, int count)
@@ -69,7 +88,7 @@ static void run(const char *name, const want_t *want, const int *sender, const i
             CHK(MPI_Irecv(in[i], W, MPI_INT, want[i].source, want[i].tag, MPI_COMM_WORLD,
                           &r[i]));
     }
-    PMPI_Barrier(MPI_COMM_WORLD);
+    mpi_own_barrier(MPI_COMM_WORLD);
     if (t_rank > 0) {
         int *mine = malloc(sizeof(int) * N), count = 0;
         for (int k = 0; k < N; k++)
@@ -79,7 +98,7 @@ static void run(const char *name, const want_t *want, const int *sender, const i
         free(mine);
     }
     /* Everything sent is now waiting inside rank 0's MPI. */
-    PMPI_Barrier(MPI_COMM_WORLD);
+    mpi_own_barrier(MPI_COMM_WORLD);
     if (t_rank == 0) {
         CHK(MPI_Waitall(N, r, st));
         for (int k = 0; k < N; k++) {

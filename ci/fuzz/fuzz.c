@@ -1539,7 +1539,7 @@ static void run_seed(u64 seed, const char *units, int show_plan)
     }
     MPI_Comm_free(&base);
     free(pl);
-    /* verdicts to rank 0 through MPI itself (PMPI: not the thing tested) */
+    /* verdicts to rank 0 (profiling names: not logged as calls of the generated program) */
     char all[64][256];
     u64 digests[64];
     PMPI_Gather(failure, 256, MPI_CHAR, all, 256, MPI_CHAR, 0, MPI_COMM_WORLD);

@@ -255,6 +255,23 @@ fn params(call: &Call, large: bool) -> String {
         .join(", ")
 }
 
+/// The call's C argument types, as a function pointer type lists them.
+fn types(call: &Call, large: bool) -> String {
+    let kinds = kinds();
+    call.args
+        .iter()
+        .map(|a| {
+            let kind = &kinds[a.kind.as_str()];
+            if large {
+                kind.large
+            } else {
+                kind.c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn names(call: &Call) -> String {
     call.args
         .iter()
@@ -334,19 +351,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
     } else {
         ""
     };
-    let types = call
-        .args
-        .iter()
-        .map(|a| {
-            let kind = &kinds()[a.kind.as_str()];
-            if large {
-                kind.large
-            } else {
-                kind.c
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let types = types(call, large);
     write!(
         out,
         "/// {does}. A tool's `{name}` loaded after the shim is called instead: it reaches the\n\
@@ -637,19 +642,7 @@ fn next(calls: &[Call]) -> String {
             } else {
                 ""
             };
-            let types = call
-                .args
-                .iter()
-                .map(|a| {
-                    let kind = &kinds()[a.kind.as_str()];
-                    if large {
-                        kind.large
-                    } else {
-                        kind.c
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            let types = types(call, large);
             write!(
                 out,
                 "/// MPI's own `{name}`: the MPI library's `P{name}`, never a tool's or the shim's.\n\

@@ -3,11 +3,12 @@
 //! module, found by asking the interpreter itself, so its own path and version decide).
 
 use crate::elf::Elf;
+use crate::launch::stdout_within;
 use crate::runs::{find_program, Mpi};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// How long the interpreter may take to say where mpi4py is.
 const ASK_TIMEOUT: Duration = Duration::from_secs(20);
@@ -86,27 +87,13 @@ fn imports_mpi4py(program: &Path, args: &[String]) -> bool {
 
 /// Where `interpreter` imports `mpi4py.MPI` from (the extension module that links the MPI).
 fn mpi4py_module(interpreter: &Path) -> Option<PathBuf> {
-    let mut child = Command::new(interpreter)
-        .args([
+    let text = stdout_within(
+        Command::new(interpreter).args([
             "-c",
             "import importlib.util as u; s = u.find_spec('mpi4py.MPI'); print(s.origin if s else '')",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + ASK_TIMEOUT;
-    while matches!(child.try_wait(), Ok(None)) {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.wait();
-    let mut text = String::new();
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
+        ]),
+        ASK_TIMEOUT,
+    )?;
     let origin = PathBuf::from(text.trim());
     origin.is_file().then_some(origin)
 }

@@ -185,18 +185,16 @@ fn slurm_values(option: &str) -> usize {
     }
 }
 
-/// Asks a `mpirun`/`mpiexec` whose it is.
-fn probe(path: &Path) -> Launcher {
-    let Ok(mut child) = Command::new(path)
-        .arg("--version")
+/// What `command` prints on stdout, waiting at most `timeout` for it to end (killed then);
+/// `None` if it cannot start or its output cannot be read.
+pub(crate) fn stdout_within(command: &mut Command, timeout: Duration) -> Option<String> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-    else {
-        return Launcher::Other;
-    };
-    let deadline = Instant::now() + PROBE_TIMEOUT;
+        .ok()?;
+    let deadline = Instant::now() + timeout;
     while matches!(child.try_wait(), Ok(None)) {
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -206,9 +204,15 @@ fn probe(path: &Path) -> Launcher {
     }
     let _ = child.wait();
     let mut text = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut text);
-    }
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Asks a `mpirun`/`mpiexec` whose it is.
+fn probe(path: &Path) -> Launcher {
+    let Some(text) = stdout_within(Command::new(path).arg("--version"), PROBE_TIMEOUT) else {
+        return Launcher::Other;
+    };
     if text.contains("HYDRA") || text.contains("Intel(R) MPI") {
         Launcher::Hydra
     } else if text.contains("Open MPI") || text.contains("OpenRTE") {

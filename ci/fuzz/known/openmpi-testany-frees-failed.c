@@ -1,7 +1,8 @@
 /* Open MPI 4.1.4: when MPI_Waitany or MPI_Testany returns the error of the one failed request
  * it completes, it also frees every other failed request of the array and sets its handle to
  * MPI_REQUEST_NULL: those requests are never reported (MPI-4.0 3.7.5: Waitany and Testany
- * complete one request). MPICH 4.0.2 leaves them to later calls.
+ * complete one request). MPICH 4.0.2 leaves them to later calls. The fuzzer gives Waitany and
+ * Testany at most one receive that fails on Open MPI (ci/fuzz/fuzz.c, complete_some).
  *
  *   mpicc.openmpi -o testany openmpi-testany-frees-failed.c
  *   mpiexec.openmpi -n 2 ./testany   # "request 1 after Testany: MPI_REQUEST_NULL" */

@@ -231,6 +231,37 @@ static void t_no_proc(void)
     report("message_no_proc");
 }
 
+/* Polling Iprobe on one communicator makes progress on the others: rank 1 has a
+ * receive posted on a duplicate and polls MPI_COMM_WORLD for a message rank 0 sends
+ * only after its synchronous send on the duplicate (large, so rendezvous) completed. */
+static void t_iprobe_progresses_other_comms(void)
+{
+    enum { LARGE = 1 << 16 };
+    int *big = malloc(sizeof(int) * LARGE);
+    int token = 0;
+    MPI_Comm dup;
+    MPI_Status st;
+    CHK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    if (t_rank == 0) {
+        fill(big, LARGE, 0, 3, 0);
+        CHK(MPI_Ssend(big, LARGE, MPI_INT, 1, 3, dup));
+        CHK(MPI_Send(&token, 1, MPI_INT, 1, 4, MPI_COMM_WORLD));
+    } else if (t_rank == 1) {
+        MPI_Request r;
+        int flag = 0;
+        CHK(MPI_Irecv(big, LARGE, MPI_INT, 0, 3, dup, &r));
+        for (double t0 = MPI_Wtime(); !flag && MPI_Wtime() - t0 < 10;)
+            CHK(MPI_Iprobe(0, 4, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+        EXPECT(flag, "the message sent after the Ssend never arrived");
+        CHK(MPI_Recv(&token, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHK(MPI_Wait(&r, &st));
+        EXPECT_MSG(big, LARGE, 0, 3, 0, st);
+    }
+    CHK(MPI_Comm_free(&dup));
+    free(big);
+    report("iprobe_progresses_other_comms");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -241,5 +272,6 @@ int main(int argc, char **argv)
     t_mprobe();
     t_improbe();
     t_no_proc();
+    t_iprobe_progresses_other_comms();
     return t_finish();
 }

@@ -287,13 +287,18 @@ impl Runtime {
         if let Some(comm) = focus {
             comm.progress();
         }
+        self.progress_besides(focus);
+    }
+
+    /// The clients and every communicator but `done` with receives waiting for progress.
+    pub fn progress_besides(&self, done: Option<&'static Comm>) {
         if self.busy_clients.load(Ordering::Acquire) > 0 {
             for client in self.clients {
                 client.progress(self);
             }
         }
         let pending = self.process.pending();
-        if pending == focus.map_or(0, |f| f.pending()) {
+        if pending == done.map_or(0, |f| f.pending()) {
             return;
         }
         SCRATCH.with(|scratch| {
@@ -301,7 +306,7 @@ impl Runtime {
                 return;
             };
             list.clear();
-            self.process.with_pending(focus, &mut list);
+            self.process.with_pending(done, &mut list);
             for comm in list.iter() {
                 comm.progress();
             }

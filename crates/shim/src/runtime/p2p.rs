@@ -528,10 +528,15 @@ pub unsafe fn probe(
                 .probe(target.pattern(), probe)
                 .map(|m| (m.handle, m.status)),
         };
-        if found.is_some() || poll == Poll::Once {
+        if found.is_some() {
             break found;
         }
-        rt.progress(None);
+        // A program polling Iprobe on one communicator still makes MPI progress on the
+        // others: a peer's send may wait for a receive the shim holds there.
+        rt.progress_besides(Some(comm));
+        if poll == Poll::Once {
+            break None;
+        }
         std::thread::yield_now();
     };
     // SAFETY: the caller's flag, message and status.

@@ -4,7 +4,8 @@
 //! over, receives go to the protocol's queues (`Queues::post_drained`) and a drain moves MPI's
 //! unexpected messages there, oldest first; matching goes back when the policy allows it
 //! (`Takeover::give_back_due`), the receives the queues give back posted to MPI in the order
-//! they come.
+//! they come; before a blocking call MPI runs, every waiting receive is handed to MPI while
+//! the queues keep their unexpected messages (`Op::HandBack`).
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
@@ -23,6 +24,9 @@ enum Op {
     Drain,
     TakeOver,
     GiveBack,
+    /// Before a blocking call MPI runs: every waiting receive goes to MPI, while the queues
+    /// may keep unexpected messages.
+    HandBack,
 }
 
 type Pair = (u64, u64);
@@ -159,6 +163,22 @@ impl Shim {
         }
         self.takeover.switch(Mode::Delegated, 0);
     }
+
+    /// The receives go to MPI in posting order; matching goes back to MPI only if the queues
+    /// hold no unexpected message, else they keep it and the drain goes on.
+    fn hand_back(&mut self) {
+        if self.takeover.mode() != Mode::Takeover {
+            return;
+        }
+        for (id, want) in self.queues.give_back() {
+            if let Some(msg) = self.mpi.post(id, want) {
+                self.pairs.insert((id, msg));
+            }
+        }
+        if self.queues.queued().1 == 0 {
+            self.takeover.switch(Mode::Delegated, 0);
+        }
+    }
 }
 
 fn pattern() -> impl Strategy<Value = Pattern> {
@@ -184,6 +204,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Drain),
         1 => Just(Op::TakeOver),
         1 => Just(Op::GiveBack),
+        1 => Just(Op::HandBack),
     ]
 }
 
@@ -210,6 +231,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
             Op::Drain => shim.drain(),
             Op::TakeOver => shim.take_over(),
             Op::GiveBack => shim.give_back(),
+            Op::HandBack => shim.hand_back(),
         }
     }
     // Messages still inside MPI meet the receives the shim holds once drained.
@@ -254,5 +276,34 @@ fn a_receive_given_back_takes_the_earliest_message_mpi_holds() {
     ];
     let (reference, model) = run(EngineKind::List, &ops);
     assert_eq!(reference, BTreeSet::from([(1, 4), (2, 3)]));
+    assert_eq!(model, reference);
+}
+
+#[test]
+fn receives_handed_back_while_messages_stay_take_only_younger_messages() {
+    let want = |source, tag| Pattern {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    };
+    let env = |source, tag| {
+        Op::Arrive(Envelope {
+            source,
+            tag,
+            class: Class::PointToPoint,
+        })
+    };
+    // A message for tag 1 stays in the queues; the wildcard receive waiting for tag 2 goes to
+    // MPI and gets the later tag-2 message, the later tag-1 receive the held one.
+    let ops = [
+        Op::TakeOver,
+        env(0, 1),
+        Op::Post(want(ANY_SOURCE, 2)),
+        Op::HandBack,
+        env(0, 2),
+        Op::Post(want(0, 1)),
+    ];
+    let (reference, model) = run(EngineKind::List, &ops);
+    assert_eq!(reference, BTreeSet::from([(2, 4), (5, 1)]));
     assert_eq!(model, reference);
 }

@@ -564,6 +564,26 @@ impl Comm {
     /// Hands every waiting receive to MPI, in posting order, then lets MPI match (see
     /// `matchshim_core::protocol`, point 2).
     fn give_back(&'static self, locked: &mut Locked) {
+        self.hand_receives_to_mpi(locked);
+        self.takeover.switch(Mode::Delegated, self.now_ns());
+    }
+
+    /// Before a blocking call that MPI runs: hands every waiting receive to MPI, in posting
+    /// order; matching goes back to MPI too unless the shim holds unexpected messages, which it
+    /// keeps (see `matchshim_core::protocol`, point 3).
+    pub fn hand_back(&'static self) {
+        let mut locked = self.locked.lock();
+        if self.takeover.mode() != Mode::Takeover {
+            return;
+        }
+        if locked.queues.queued().1 == 0 {
+            self.give_back(&mut locked);
+        } else {
+            self.hand_receives_to_mpi(&mut locked);
+        }
+    }
+
+    fn hand_receives_to_mpi(&'static self, locked: &mut Locked) {
         for recv in locked.queues.give_back() {
             let posted = recv
                 .buffer
@@ -582,7 +602,6 @@ impl Comm {
                 }
             }
         }
-        self.takeover.switch(Mode::Delegated, self.now_ns());
     }
 
     /// Receives a message matched to a receive that progress completes.

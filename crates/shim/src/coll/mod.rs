@@ -338,19 +338,32 @@ impl Collectives {
         self.stats.record_mpi(kind);
     }
 
-    /// Under `MATCHSHIM_COLL=shim`, gives a communicator just created its private duplicate
-    /// now, while every member is in the call that creates it.
+    /// Gives a communicator its private duplicate now, while every member is in the call that
+    /// creates it (or sets its info): under `MATCHSHIM_COLL=shim`, and where its info makes an
+    /// MPI-4 matching assertion (see [`Collectives::apart`]).
     pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
-        if rt.config.coll != CollMode::Shim || handle.key() == abi().comm_null.key() {
+        if handle.key() == abi().comm_null.key() {
             return Ok(());
         }
         let comm = rt.comm(handle)?;
-        if comm.inter {
+        if comm.inter || !(rt.config.coll == CollMode::Shim || comm.asserts()) {
             return Ok(());
         }
         self.state(comm)
             .create_now(comm, self.tags())
             .map_err(|err| rt.raise(handle, err))
+    }
+
+    /// Where a blocking collective that MPI runs on `comm` goes instead of the user's
+    /// communicator: the private duplicate of one whose info makes an MPI-4 matching
+    /// assertion, which every rank makes alike. Open MPI 4.1.4 loses a barrier's messages on a
+    /// communicator asserting `mpi_assert_no_any_source` (4 oversubscribed ranks); the
+    /// duplicate asserts nothing.
+    pub fn apart(&self, comm: &Comm) -> Option<MPI_Comm> {
+        if !comm.asserts() {
+            return None;
+        }
+        comm.side.get().map(|side| side.handle)
     }
 
     /// Runs one collective call: `build` adds the algorithm's actions (an error there is a bad

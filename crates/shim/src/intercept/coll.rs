@@ -19,7 +19,7 @@ use crate::config::CollMode;
 use crate::mpi::{abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::runtime::{Error, Runtime};
 use algorithms::{Invalid, Plan, Prefix};
-use matchshim_core::protocol::coll::{shim_may_ever_pay, shim_may_pay, Form};
+use matchshim_core::protocol::coll::{shim_may_pay, Form};
 use std::os::raw::{c_int, c_void};
 
 type Result = std::result::Result<Code, Error>;
@@ -58,40 +58,44 @@ unsafe fn collective(
     if !request.is_null() {
         return Ok(native(comm, request));
     }
-    if rt.config.coll != CollMode::Shim {
+    let apart = COLLECTIVES.apart(rt.comm(comm)?);
+    if rt.config.coll != CollMode::Shim && apart.is_none() {
         rt.step_aside();
         return Err(Error::ToMpi);
     }
+    let target = apart.unwrap_or(comm);
     let mut started = true;
     let code = nonblocking_then_wait(rt, |r| {
-        let code = native(comm, r);
+        let code = native(target, r);
         started = code == abi().success;
         code
     })?;
     if !started {
-        // MPI refused the arguments before anything moved: its blocking call reports them, in
-        // its own words.
+        // MPI refused the arguments before anything moved: its blocking call on the user's
+        // communicator reports them, in its own words and through that communicator's handler.
         return Err(Error::Invalid);
+    }
+    if code != abi().success && apart.is_some() {
+        return Err(rt.raise(comm, code));
     }
     Ok(code)
 }
 
 /// A blocking collective's plain path: true (and counted as a call MPI ran) when MPI runs it
 /// as the program made it with nothing for the shim to do first: `MATCHSHIM_COLL=native`, or
-/// `auto` where the shim's algorithm never pays at this size, and no receive waiting in the
-/// shim.
+/// `auto` where the shim's algorithm never pays at this size, on a communicator that makes no
+/// MPI-4 matching assertion, with no receive waiting in the shim.
 #[inline]
 pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
-    let mpi_runs = match rt.config.coll {
-        CollMode::Shim => false,
-        CollMode::Native => true,
-        CollMode::Auto => {
-            !shim_may_ever_pay(kind, Form::Blocking)
-                || rt
-                    .comm(comm)
-                    .is_ok_and(|c| c.inter || !shim_may_pay(kind, Form::Blocking, c.size))
-        }
+    let Ok(c) = rt.comm(comm) else {
+        return false;
     };
+    let mpi_runs = !c.asserts()
+        && match rt.config.coll {
+            CollMode::Shim => false,
+            CollMode::Native => true,
+            CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
+        };
     if mpi_runs && !rt.needs_progress() {
         COLLECTIVES.passed_to_mpi(kind);
         return true;

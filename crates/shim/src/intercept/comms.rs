@@ -16,7 +16,7 @@ use std::os::raw::c_int;
 type Result = std::result::Result<Code, Error>;
 type Ints = *const c_int;
 
-/// After a constructor: the new communicator's private duplicate, under `MATCHSHIM_COLL=shim`.
+/// After a constructor: the new communicator's private duplicate where it gets one.
 fn adopt(rt: &Runtime, code: Code, new: MPI_Comm) -> Result {
     if code != abi().success {
         return Ok(code);
@@ -39,14 +39,16 @@ pub unsafe fn disconnect(rt: &'static Runtime, comm: *mut MPI_Comm) -> Result {
     Ok(unsafe { next::MPI_Comm_disconnect(comm) })
 }
 
-/// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches.
+/// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches,
+/// and give the communicator its private duplicate (`MPI_Comm_set_info` is collective).
 pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> Result {
+    rt.step_aside();
     // SAFETY: the caller's arguments.
     let code = unsafe { next::MPI_Comm_set_info(comm, info) };
     if code == abi().success {
         rt.info_changed(comm);
     }
-    Ok(code)
+    adopt(rt, code, comm)
 }
 
 /// Under `MATCHSHIM_COLL=shim` a collective of the shim's may be under way, which a blocking

@@ -210,6 +210,8 @@ pub struct Comm {
     pending: AtomicUsize,
     listed: AtomicBool,
     pub side: OnceLock<Side>,
+    /// Its info makes an MPI-4 matching assertion (`mpi_assert_*`), the same on every rank.
+    asserts: AtomicBool,
     /// The user is freeing it: its waiting receives went to MPI, which matches for it.
     released: AtomicBool,
     /// MPI freed it: its handle is gone.
@@ -444,9 +446,10 @@ impl Comm {
         process: &'static Process,
         now_ns: u64,
     ) -> Comm {
+        let assertions = mpi::comm_assertions(handle);
         let params = EngineParams {
             comm_size: size.max(0) as usize,
-            assertions: mpi::comm_assertions(handle),
+            assertions,
             ..process.params
         };
         Comm {
@@ -464,6 +467,7 @@ impl Comm {
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
             side: OnceLock::new(),
+            asserts: AtomicBool::new(assertions != Assertions::default()),
             released: AtomicBool::new(false),
             freed: AtomicBool::new(false),
             process,
@@ -707,7 +711,14 @@ impl Comm {
 
     /// The communicator's info makes `assertions` now: its engine follows them.
     pub fn assert(&self, assertions: Assertions) {
+        self.asserts
+            .store(assertions != Assertions::default(), Ordering::Release);
         self.locked.lock().queues.assert(assertions);
+    }
+
+    /// Its info makes an MPI-4 matching assertion.
+    pub fn asserts(&self) -> bool {
+        self.asserts.load(Ordering::Acquire)
     }
 
     /// Engine counters, ticks spent matching, (posted, unexpected) queued now, and the

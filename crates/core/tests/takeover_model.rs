@@ -181,26 +181,32 @@ impl Shim {
     }
 }
 
-fn pattern() -> impl Strategy<Value = Pattern> {
-    (
-        prop_oneof![3 => 0..3i32, 1 => Just(ANY_SOURCE)],
-        prop_oneof![3 => 0..3i32, 1 => Just(ANY_TAG)],
-    )
-        .prop_map(|(source, tag)| Pattern {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })
+/// A receive for `tag` from `source` is posted.
+fn post(source: i32, tag: i32) -> Op {
+    Op::Post(Pattern {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    })
+}
+
+/// A message with `tag` from `source` reaches MPI.
+fn arrive(source: i32, tag: i32) -> Op {
+    Op::Arrive(Envelope {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    })
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => pattern().prop_map(Op::Post),
-        4 => (0..3i32, 0..3i32).prop_map(|(source, tag)| Op::Arrive(Envelope {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })),
+        4 => (
+            prop_oneof![3 => 0..3i32, 1 => Just(ANY_SOURCE)],
+            prop_oneof![3 => 0..3i32, 1 => Just(ANY_TAG)],
+        )
+            .prop_map(|(source, tag)| post(source, tag)),
+        4 => (0..3i32, 0..3i32).prop_map(|(source, tag)| arrive(source, tag)),
         2 => Just(Op::Drain),
         1 => Just(Op::TakeOver),
         1 => Just(Op::GiveBack),
@@ -253,25 +259,13 @@ proptest! {
 
 #[test]
 fn a_receive_given_back_takes_the_earliest_message_mpi_holds() {
-    let any = |source, tag| Pattern {
-        source,
-        tag,
-        class: Class::PointToPoint,
-    };
-    let env = |source, tag| {
-        Op::Arrive(Envelope {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })
-    };
     // Two receives wait in the engine; two messages reach MPI before matching goes back.
     let ops = [
         Op::TakeOver,
-        Op::Post(any(0, ANY_TAG)),
-        Op::Post(any(ANY_SOURCE, ANY_TAG)),
-        env(1, 5),
-        env(0, 5),
+        post(0, ANY_TAG),
+        post(ANY_SOURCE, ANY_TAG),
+        arrive(1, 5),
+        arrive(0, 5),
         Op::GiveBack,
     ];
     let (reference, model) = run(EngineKind::List, &ops);
@@ -281,27 +275,15 @@ fn a_receive_given_back_takes_the_earliest_message_mpi_holds() {
 
 #[test]
 fn receives_handed_back_while_messages_stay_take_only_younger_messages() {
-    let want = |source, tag| Pattern {
-        source,
-        tag,
-        class: Class::PointToPoint,
-    };
-    let env = |source, tag| {
-        Op::Arrive(Envelope {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })
-    };
     // A message for tag 1 stays in the queues; the wildcard receive waiting for tag 2 goes to
     // MPI and gets the later tag-2 message, the later tag-1 receive the held one.
     let ops = [
         Op::TakeOver,
-        env(0, 1),
-        Op::Post(want(ANY_SOURCE, 2)),
+        arrive(0, 1),
+        post(ANY_SOURCE, 2),
         Op::HandBack,
-        env(0, 2),
-        Op::Post(want(0, 1)),
+        arrive(0, 2),
+        post(0, 1),
     ];
     let (reference, model) = run(EngineKind::List, &ops);
     assert_eq!(reference, BTreeSet::from([(2, 4), (5, 1)]));

@@ -456,6 +456,7 @@ mod tests {
             delegated_receives: delegated,
             takeover_time_ns: if switches > 0 { 1_500_000 } else { 0 },
             takeover_matches: matches,
+            held_time_ns: 0,
             assertions: Vec::new(),
         }
     }

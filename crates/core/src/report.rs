@@ -94,6 +94,10 @@ pub struct CommReport {
     /// While the shim matched: the time, and the matches its engine made.
     pub takeover_time_ns: u64,
     pub takeover_matches: u64,
+    /// While MPI matched beside unexpected messages the shim kept from a takeover (its
+    /// matches of those count among `takeover_matches`).
+    #[serde(default)]
+    pub held_time_ns: u64,
     /// The MPI-4 assertions its info makes (`mpi_assert_*` keys set to true).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<String>,
@@ -537,6 +541,7 @@ mod tests {
                 delegated_receives: 9,
                 takeover_time_ns: 600,
                 takeover_matches: 2,
+                held_time_ns: 0,
                 assertions: vec!["mpi_assert_no_any_source".to_string()],
             }],
             gpu: None,
@@ -558,6 +563,7 @@ mod tests {
             delegated_receives: delegated,
             takeover_time_ns: takeover_ns,
             takeover_matches: matches,
+            held_time_ns: 0,
             assertions: Vec::new(),
         }
     }

@@ -5,14 +5,16 @@
 //! unexpected messages there, oldest first; matching goes back when the policy allows it
 //! (`Takeover::give_back_due`), the receives the queues give back posted to MPI in the order
 //! they come; before a blocking call MPI runs, every waiting receive is handed to MPI while
-//! the queues keep their unexpected messages (`Op::HandBack`).
+//! the queues keep their unexpected messages (`Op::HandBack`). Where they keep some, the
+//! communicator is held (`Mode::Held`): a receive one of them fits takes it, any other goes
+//! to MPI, nothing is drained, and MPI matches alone once none is left.
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
 use matchshim_core::matching::{
     build_engine, Class, EngineKind, EngineParams, Envelope, Pattern, ANY_SOURCE, ANY_TAG,
 };
-use matchshim_core::protocol::{Inbox, Mode, Policy, Posted, Queues, Takeover};
+use matchshim_core::protocol::{GiveBack, Inbox, Mode, Policy, Posted, Queues, Takeover};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -118,18 +120,30 @@ impl Shim {
     }
 
     fn post(&mut self, id: u64, want: Pattern) {
-        if self.takeover.mode() == Mode::Delegated {
+        if self.takeover.mode() == Mode::Held && self.queues.queued().1 == 0 {
+            self.takeover.switch(Mode::Delegated, 0);
+        }
+        let to_mpi = match self.takeover.mode() {
+            Mode::Delegated => true,
+            Mode::Held => !self.queues.holds(want),
+            Mode::Takeover => false,
+        };
+        if to_mpi {
             if let Some(msg) = self.mpi.post(id, want) {
                 self.pairs.insert((id, msg));
             }
             return;
         }
+        let held = self.takeover.mode() == Mode::Held;
         let mut inbox = Drain {
             mpi: &mut self.mpi,
             pairs: &mut self.pairs,
         };
-        if let Posted::Found(msg) = self.queues.post_drained(&mut inbox, want, |_| (id, want)) {
-            self.pairs.insert((id, msg));
+        match self.queues.post_drained(&mut inbox, want, |_| (id, want)) {
+            Posted::Found(msg) => {
+                self.pairs.insert((id, msg));
+            }
+            Posted::Queued(_) => assert!(!held, "a held message fits"),
         }
     }
 
@@ -144,28 +158,24 @@ impl Shim {
         self.takeover.switch(Mode::Takeover, 0);
     }
 
-    /// The policy of `flip:1` asks every time; the protocol lets matching go back only when
-    /// the queues hold no unexpected message.
+    /// The policy of `flip:1` asks every time; matching goes back to MPI, whole when the
+    /// queues hold no unexpected message, else held.
     fn give_back(&mut self) {
-        let due = self.takeover.mode() == Mode::Takeover
-            && self.takeover.give_back_due(
-                Policy::Flip(1),
-                self.queues.queued(),
-                self.queues.signals(),
-            );
-        if !due {
+        if self.takeover.mode() != Mode::Takeover {
             return;
         }
-        for (id, want) in self.queues.give_back() {
-            if let Some(msg) = self.mpi.post(id, want) {
-                self.pairs.insert((id, msg));
-            }
+        let due = self.takeover.give_back_due(
+            Policy::Flip(1),
+            self.queues.queued(),
+            self.queues.signals(),
+        );
+        if due != GiveBack::Stay {
+            self.hand_back();
         }
-        self.takeover.switch(Mode::Delegated, 0);
     }
 
-    /// The receives go to MPI in posting order; matching goes back to MPI only if the queues
-    /// hold no unexpected message, else they keep it and the drain goes on.
+    /// The receives go to MPI in posting order; matching goes back to MPI, held if the
+    /// queues keep unexpected messages.
     fn hand_back(&mut self) {
         if self.takeover.mode() != Mode::Takeover {
             return;
@@ -175,9 +185,12 @@ impl Shim {
                 self.pairs.insert((id, msg));
             }
         }
-        if self.queues.queued().1 == 0 {
-            self.takeover.switch(Mode::Delegated, 0);
-        }
+        let mode = if self.queues.queued().1 == 0 {
+            Mode::Delegated
+        } else {
+            Mode::Held
+        };
+        self.takeover.switch(mode, 0);
     }
 }
 
@@ -288,4 +301,30 @@ fn receives_handed_back_while_messages_stay_take_only_younger_messages() {
     let (reference, model) = run(EngineKind::List, &ops);
     assert_eq!(reference, BTreeSet::from([(2, 4), (5, 1)]));
     assert_eq!(model, reference);
+}
+
+#[test]
+fn a_held_communicator_serves_its_messages_first_and_sends_the_rest_to_mpi() {
+    // Two messages are drained, then matching goes back while the shim holds them. A wildcard
+    // receive takes the older held one; a receive neither fits goes to MPI and gets the
+    // message that arrived there since; the last held message goes to its receive, and MPI
+    // matches alone again.
+    let ops = [
+        Op::TakeOver,
+        arrive(0, 1),
+        arrive(1, 1),
+        Op::Drain,
+        Op::GiveBack,
+        arrive(0, 1),
+        post(ANY_SOURCE, 1),
+        post(0, 1),
+        post(1, 1),
+        arrive(2, 2),
+        post(2, 2),
+    ];
+    for &kind in EngineKind::ALL {
+        let (reference, model) = run(kind, &ops);
+        assert_eq!(reference, BTreeSet::from([(6, 1), (7, 5), (8, 2), (10, 9)]));
+        assert_eq!(model, reference, "engine {}", kind.name());
+    }
 }

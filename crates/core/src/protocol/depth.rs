@@ -40,7 +40,7 @@ impl Order {
 /// takeover pays.
 #[derive(Default)]
 pub struct Signals {
-    /// Exponential mean of the depths, 1/16 weight for the newest.
+    /// Exponential mean of the depths, 1/16 weight for the newest (the first one whole).
     mean: f64,
     /// The highest mean of this episode.
     peak: f64,
@@ -51,7 +51,8 @@ pub struct Signals {
 impl Signals {
     #[inline]
     pub fn observe(&mut self, depth: u64) {
-        self.mean += (depth as f64 - self.mean) / 16.0;
+        let weight = if self.seen == 0 { 1.0 } else { 1.0 / 16.0 };
+        self.mean += (depth as f64 - self.mean) * weight;
         self.peak = self.peak.max(self.mean);
         self.seen += 1;
     }
@@ -62,6 +63,12 @@ impl Signals {
     #[inline]
     pub fn shallow(&self, depth: u32) -> bool {
         self.seen > 0 && self.mean < depth as f64 / 2.0
+    }
+
+    /// [`shallow`](Self::shallow) after at least `matches` matches.
+    #[inline]
+    pub fn settled(&self, depth: u32, matches: u64) -> bool {
+        self.seen >= matches && self.shallow(depth)
     }
 
     /// The episode reached the depth at which the shim pays.
@@ -116,5 +123,16 @@ mod tests {
         assert!(s.shallow(64) && s.paid(64));
         s.reset();
         assert!(!s.paid(64));
+        for _ in 0..31 {
+            s.observe(0);
+        }
+        assert!(s.shallow(64) && !s.settled(64, 32));
+        s.observe(0);
+        assert!(s.settled(64, 32));
+        s.observe(4096);
+        assert!(
+            !s.shallow(64),
+            "one deep search outweighs many shallow ones"
+        );
     }
 }

@@ -25,14 +25,23 @@
 //!    order.
 //! 3. Before a blocking call that MPI runs (a collective, a communicator constructor), every
 //!    waiting receive is handed to MPI in posting order, since a peer may need one of them
-//!    before it can join the call. If the shim holds unexpected messages it keeps them and
-//!    stays in takeover: none of them fits a waiting receive (it would have matched), and
-//!    every message still inside MPI is younger than all of them, so MPI matches the handed
-//!    receives as one ordered list would, and later receives meet the held messages first.
-//! 4. The drain runs only in takeover, and a receive decides where it goes under the
+//!    before it can join the call. If the shim holds unexpected messages it keeps them and the
+//!    communicator is held (point 4): none of them fits a waiting receive (it would have
+//!    matched), and every message still inside MPI is younger than all of them, so MPI
+//!    matches the handed receives as one ordered list would.
+//! 4. Held ([`Mode::Held`]), entered as in point 3, or from takeover when its searches stayed
+//!    shallow while messages were held ([`GiveBack::KeepHeld`]). Nothing is drained, so the
+//!    held messages can only leave. A receive or probe is first compared with them under the
+//!    communicator's lock: one that a held message fits takes the earliest such, which is
+//!    older than anything in MPI; any other goes to MPI, where every message is younger than
+//!    the held ones, none of which fits it (they only leave). So each receive gets what one
+//!    ordered list gives it. With none left held, the communicator is delegated (point 2's
+//!    state). A takeover from held is point 1: the held messages stay first in arrival order.
+//! 5. The drain runs only in takeover, and a receive decides where it goes under the
 //!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a
-//!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]), so no receive
-//!    reaches MPI after a message it should get was drained. Receives of different threads
+//!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]; from held,
+//!    [`Takeover::enter_mpi_held`]), so no receive reaches MPI after a message it should get
+//!    was drained. Receives of different threads
 //!    racing each other have no order in MPI.
 //!
 //! `crates/core/tests/takeover_model.rs` checks this argument on a model: MPI's own queues,
@@ -45,5 +54,5 @@ pub mod policy;
 mod queues;
 
 pub use depth::{Order, Signals};
-pub use policy::{Call, Mode, PlainCall, Policy, Takeover};
+pub use policy::{Call, GiveBack, Mode, PlainCall, Policy, Takeover};
 pub use queues::{Build, Inbox, Key, Posted, Probe, Queues};

@@ -6,8 +6,11 @@
 //!
 //! With [`Policy::Auto`] the shim takes over when MPI's queues look deep: more than `2·D`
 //! receives outstanding in MPI (D: the depth from which the shim pays), or [`DEEP_IN_A_ROW`]
-//! timed calls in a row that searched deeper than D; it gives matching back when the shim's
-//! queues are empty and its searches since the takeover stayed below D/2 ([`Signals`]).
+//! timed calls in a row that searched deeper than D. It gives matching back when its searches
+//! since the takeover stayed below D/2 ([`Signals`]): at once when its queues are empty, else
+//! after [`SETTLE_MATCHES`] shallow matches (a takeover that a busy node's timing or a long
+//! queue matched in order asked for, and that does not pay). Unexpected messages it still
+//! holds then stay with it while MPI matches the rest ([`Mode::Held`]).
 //! `Always` never delegates; `Flip(n)` switches every n receive calls.
 
 use super::depth::Signals;
@@ -18,6 +21,22 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*
 pub enum Mode {
     Delegated = 0,
     Takeover = 1,
+    /// Partly given back: the shim keeps the unexpected messages it drained (older than any
+    /// MPI holds) and drains no more; a receive or probe that one of them fits takes it,
+    /// every other goes to MPI as if delegated. Delegated once none is left.
+    Held = 2,
+}
+
+/// How matching goes back to MPI from takeover ([`Takeover::give_back_due`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveBack {
+    /// The shim keeps matching.
+    Stay,
+    /// Waiting receives go to MPI in posting order, then MPI matches everything.
+    Whole,
+    /// Waiting receives go to MPI in posting order; the shim keeps its unexpected messages
+    /// ([`Mode::Held`]).
+    KeepHeld,
 }
 
 /// MPI's search cost per queued element, both MPIs here (1.7 to 2.7 ns measured): converts a
@@ -40,6 +59,11 @@ pub const DEEP_IN_A_ROW: u32 = 4;
 /// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
 /// of episodes.
 pub const UNPAID_LIMIT_FACTOR: usize = 16;
+
+/// Matches a takeover must have made before its shallow searches give matching back while
+/// its queues still hold something: a queue received in order shows itself within a few, and
+/// a single shallow match of a deep phase does not end it.
+pub const SETTLE_MATCHES: u64 = 32;
 
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
@@ -65,15 +89,13 @@ pub struct Takeover {
     fastest: [AtomicU64; 2],
     /// Timed calls in a row whose extra time says the search was deep.
     deep_in_row: AtomicU32,
-    /// `flip:N` wants the other mode.
-    flip_pending: AtomicU8,
     // What the report shows.
     switches: AtomicU64,
     /// Times the shim took over, starting in takeover included.
     takeovers: AtomicU64,
     delegated_receives: AtomicUsize,
     mode_since_ns: AtomicU64,
-    time_ns: [AtomicU64; 2],
+    time_ns: [AtomicU64; 3],
 }
 
 /// A receive-side call that may go to MPI as the user made it (see
@@ -122,12 +144,11 @@ impl Takeover {
             dense: AtomicU32::new(4),
             fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
             deep_in_row: AtomicU32::new(0),
-            flip_pending: AtomicU8::new(0),
             switches: AtomicU64::new(0),
             takeovers: AtomicU64::new((mode == Mode::Takeover) as u64),
             delegated_receives: AtomicUsize::new(0),
             mode_since_ns: AtomicU64::new(now_ns),
-            time_ns: [AtomicU64::new(0), AtomicU64::new(0)],
+            time_ns: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -162,10 +183,10 @@ impl Takeover {
 
     #[inline]
     pub fn mode(&self) -> Mode {
-        if self.mode.load(Acquire) == Mode::Takeover as u8 {
-            Mode::Takeover
-        } else {
-            Mode::Delegated
+        match self.mode.load(Acquire) {
+            0 => Mode::Delegated,
+            1 => Mode::Takeover,
+            _ => Mode::Held,
         }
     }
 
@@ -184,6 +205,15 @@ impl Takeover {
         false
     }
 
+    /// Enters MPI for a receive no held message fits ([`Mode::Held`]); the caller holds the
+    /// communicator's queues lock, under which the mode changes, so no check is needed.
+    #[inline]
+    pub fn enter_mpi_held(&self, multiple: bool) {
+        if multiple {
+            self.permits.fetch_add(1, SeqCst);
+        }
+    }
+
     #[inline]
     pub fn leave_mpi(&self, multiple: bool) {
         if multiple {
@@ -192,7 +222,7 @@ impl Takeover {
     }
 
     /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
-    /// receives on their way into MPI.
+    /// receives on their way into MPI (from [`Mode::Held`] too).
     pub fn switch(&self, mode: Mode, now_ns: u64) {
         let old = self.mode();
         if old == mode {
@@ -203,10 +233,9 @@ impl Takeover {
             while self.permits.load(SeqCst) > 0 {
                 std::hint::spin_loop();
             }
-        } else {
+        } else if old == Mode::Takeover {
             self.dense.store(4, Relaxed);
             self.deep_in_row.store(0, Relaxed);
-            self.flip_pending.store(0, Relaxed);
         }
         let since = self.mode_since_ns.swap(now_ns, Relaxed);
         self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
@@ -231,9 +260,9 @@ impl Takeover {
         self.delegated_receives.load(Relaxed) as u64
     }
 
-    /// Time spent in each mode so far, ns.
-    pub fn time_in(&self, now_ns: u64) -> [u64; 2] {
-        let mut time = [self.time_ns[0].load(Relaxed), self.time_ns[1].load(Relaxed)];
+    /// Time spent in each mode so far, ns (delegated, takeover, held).
+    pub fn time_in(&self, now_ns: u64) -> [u64; 3] {
+        let mut time = self.time_ns.each_ref().map(|t| t.load(Relaxed));
         time[self.mode() as usize] += now_ns.saturating_sub(self.mode_since_ns.load(Relaxed));
         time
     }
@@ -334,15 +363,25 @@ impl Takeover {
 
     /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
     /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
-    /// the depths its matches had. Matching goes back only when the shim holds no unexpected
-    /// message; under `auto` also only when its queues are empty after searches that stayed
-    /// shallow (which ends the episode); under `flip:N` every N-th call, as soon as allowed.
+    /// the depths its matches had. Under `auto`, when the searches since the takeover stayed
+    /// shallow: as soon as the queues are empty, or after [`SETTLE_MATCHES`] matches while they
+    /// still hold something (keeping unexpected messages, if any); that ends the episode.
+    /// Under `flip:N` every N-th call, keeping unexpected messages if any.
     #[inline]
-    pub fn give_back_due(&self, policy: Policy, queued: (usize, usize), signals: &Signals) -> bool {
-        match policy {
+    pub fn give_back_due(
+        &self,
+        policy: Policy,
+        queued: (usize, usize),
+        signals: &Signals,
+    ) -> GiveBack {
+        let due = match policy {
             Policy::Always => false,
             Policy::Auto => {
-                let due = queued == (0, 0) && signals.shallow(self.depth);
+                let due = if queued == (0, 0) {
+                    signals.shallow(self.depth)
+                } else {
+                    signals.settled(self.depth, SETTLE_MATCHES)
+                };
                 if due {
                     self.episode_ended(signals.paid(self.depth));
                 }
@@ -351,15 +390,17 @@ impl Takeover {
             Policy::Flip(n) => {
                 let calls = self.calls.load(Relaxed).wrapping_add(1);
                 self.calls.store(calls, Relaxed);
-                if calls.is_multiple_of(n) {
-                    self.flip_pending.store(1, Relaxed);
-                }
-                self.flip_pending.load(Relaxed) != 0 && queued.1 == 0
+                calls.is_multiple_of(n)
             }
+        };
+        match (due, queued.1) {
+            (false, _) => GiveBack::Stay,
+            (true, 0) => GiveBack::Whole,
+            (true, _) => GiveBack::KeepHeld,
         }
     }
 
-    /// A takeover episode ended with the shim's queues empty; `paid` says whether its searches
+    /// A takeover episode ended; `paid` says whether its searches
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
     /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
     /// start back to `2·depth` receives outstanding or `depth` elements searched.
@@ -508,7 +549,7 @@ mod tests {
         t.switch(Mode::Delegated, 400);
         assert_eq!(t.switches(), 2);
         assert_eq!(t.takeovers(), 1);
-        assert_eq!(t.time_in(1000), [100 + 600, 300]);
+        assert_eq!(t.time_in(1000), [100 + 600, 300, 0]);
         let always = Takeover::new(Policy::Always, 64, 0, u64::MAX);
         assert_eq!(always.takeovers(), 1, "starting in takeover is one");
         always.switch(Mode::Delegated, 10);
@@ -517,43 +558,68 @@ mod tests {
     }
 
     #[test]
-    fn matching_goes_back_only_when_the_shim_holds_no_unexpected_message() {
-        let mut signals = Signals::default();
-        signals.observe(0);
+    fn shallow_takeovers_give_matching_back_keeping_held_messages() {
         let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
-        assert!(!t.give_back_due(Policy::Always, (0, 0), &signals));
-        assert!(
-            !t.give_back_due(Policy::Auto, (1, 0), &signals),
-            "a receive waits"
+        let shallow = |matches| {
+            let mut s = Signals::default();
+            (0..matches).for_each(|_| s.observe(0));
+            s
+        };
+        let few = shallow(1);
+        assert_eq!(
+            t.give_back_due(Policy::Always, (0, 0), &few),
+            GiveBack::Stay
         );
-        assert!(
-            !t.give_back_due(Policy::Auto, (0, 1), &signals),
-            "a message waits"
+        assert_eq!(t.give_back_due(Policy::Auto, (0, 0), &few), GiveBack::Whole);
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (1, 0), &few),
+            GiveBack::Stay,
+            "a receive waits and one match says little"
         );
-        assert!(t.give_back_due(Policy::Auto, (0, 0), &signals));
+        let settled = shallow(SETTLE_MATCHES);
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (5, 0), &settled),
+            GiveBack::Whole
+        );
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (5, 4000), &settled),
+            GiveBack::KeepHeld
+        );
         let deep = {
             let mut s = Signals::default();
             (0..64).for_each(|_| s.observe(200));
             s
         };
-        assert!(
-            !t.give_back_due(Policy::Auto, (0, 0), &deep),
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (0, 0), &deep),
+            GiveBack::Stay,
             "still paying"
         );
-        // flip:3: every third call asks; the switch waits for the unexpected queue to empty.
-        let flip = |unexpected: &[usize]| -> Vec<bool> {
-            unexpected
-                .iter()
-                .map(|&u| t.give_back_due(Policy::Flip(3), (0, u), &signals))
-                .collect()
-        };
-        assert_eq!(
-            flip(&[0, 0, 1, 1, 1, 0]),
-            [false, false, false, false, false, true]
+        // flip:3: every third call gives back, keeping held messages.
+        let flip: Vec<GiveBack> = [0, 1, 1, 0, 0, 0]
+            .iter()
+            .map(|&u| t.give_back_due(Policy::Flip(3), (0, u), &few))
+            .collect();
+        use GiveBack::*;
+        assert_eq!(flip, [Stay, Stay, KeepHeld, Stay, Stay, Whole]);
+    }
+
+    #[test]
+    fn held_mode_counts_its_own_time_and_a_takeover_from_it_waits_for_permits() {
+        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        t.switch(Mode::Takeover, 10);
+        t.switch(Mode::Held, 30);
+        assert_eq!(t.mode(), Mode::Held);
+        t.enter_mpi_held(true);
+        assert!(
+            !t.enter_mpi(true),
+            "only the lock holder routes in held mode"
         );
-        t.switch(Mode::Takeover, 0);
-        t.switch(Mode::Delegated, 0);
-        assert_eq!(flip(&[0, 0, 0]), [false, false, true], "asked anew");
+        t.leave_mpi(true);
+        t.switch(Mode::Takeover, 60);
+        t.switch(Mode::Delegated, 100);
+        assert_eq!(t.time_in(100), [10, 60, 30]);
+        assert_eq!((t.switches(), t.takeovers()), (4, 2));
     }
 
     #[test]
@@ -564,7 +630,10 @@ mod tests {
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
         let mut shallow = Signals::default();
         shallow.observe(0);
-        assert!(t.give_back_due(Policy::Auto, (0, 0), &shallow));
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (0, 0), &shallow),
+            GiveBack::Whole
+        );
         assert_ne!(
             t.delegated_call(Policy::Auto),
             Call::TakeOver,

@@ -266,6 +266,15 @@ impl<M, W> Queues<M, W> {
         }
     }
 
+    /// Whether an unexpected message held here fits `want` ([`Mode::Held`](super::Mode::Held):
+    /// such a receive or probe takes it here, any other goes to MPI).
+    pub fn holds(&mut self, want: Pattern) -> bool {
+        !self.unexpected.is_empty()
+            && self
+                .timed(want.class.is_collective(), |e| e.probe(want, false))
+                .is_some()
+    }
+
     /// Removes the receive waiting under `key` from the queues; `None` if it is not waiting
     /// (it matched).
     pub fn cancel(&mut self, key: Key) -> Option<W> {

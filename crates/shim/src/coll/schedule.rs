@@ -407,7 +407,12 @@ impl Schedule {
     /// else through the shim's queues. False on an error.
     fn receive(&mut self, dup: MPI_Comm, data: Place, peer: c_int, drained: &mut bool) -> bool {
         let buffer = Buffer::borrowed(data.ptr, data.count as mpi::Count, data.dtype);
-        match self.comm.route(Caller::Schedule) {
+        let want = Pattern {
+            source: peer,
+            tag: self.tag,
+            class: self.class,
+        };
+        match self.comm.route(Caller::Schedule, want) {
             Route::Mpi { permit, .. } => {
                 let posted = buffer.post_to_mpi(peer, self.tag, dup);
                 drop(permit);
@@ -425,11 +430,6 @@ impl Schedule {
                     shim.drain();
                     *drained = true;
                 }
-                let want = Pattern {
-                    source: peer,
-                    tag: self.tag,
-                    class: self.class,
-                };
                 let (comm, tag) = (self.comm, self.tag);
                 let mut made = None;
                 let posted = shim.post(want, Drain::Done, |key| {

@@ -13,7 +13,9 @@ use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
-use matchshim_core::protocol::{Call, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover};
+use matchshim_core::protocol::{
+    Call, GiveBack, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover,
+};
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -384,8 +386,11 @@ impl Locked {
         (queues, inbox)
     }
 
-    /// Pulls every message MPI holds for `comm` into the engine.
+    /// Pulls every message MPI holds for `comm` into the engine, while taken over.
     fn drain(&mut self, comm: &'static Comm) {
+        if comm.takeover.mode() != Mode::Takeover {
+            return;
+        }
         let (queues, mut inbox) = self.inbox(comm);
         queues.drain(&mut inbox);
     }
@@ -513,7 +518,7 @@ impl Comm {
     /// Decides where a receive-side call goes, switching modes as the policy says when the
     /// `User` calls.
     #[inline]
-    pub fn route(&'static self, caller: Caller) -> Route<'static> {
+    pub fn route(&'static self, caller: Caller, want: Pattern) -> Route<'static> {
         let multiple = self.process.multiple;
         loop {
             if self.takeover.mode() == Mode::Delegated {
@@ -535,14 +540,52 @@ impl Comm {
                 return Route::Shim(Shim { comm: self, locked });
             }
             let mut locked = self.locked.lock();
-            if self.takeover.mode() == Mode::Delegated {
+            match self.takeover.mode() {
                 // Given back to MPI meanwhile.
-                continue;
-            }
-            if caller == Caller::Schedule || !self.give_back_if_due(&mut locked) {
-                return Route::Shim(Shim { comm: self, locked });
+                Mode::Delegated => continue,
+                Mode::Held => {
+                    if let Some(route) = self.held_route(locked, caller, want) {
+                        return route;
+                    }
+                }
+                Mode::Takeover => {
+                    if caller == Caller::Schedule || !self.give_back_if_due(&mut locked) {
+                        return Route::Shim(Shim { comm: self, locked });
+                    }
+                }
             }
         }
+    }
+
+    /// Where a call goes on a held communicator (see `matchshim_core::protocol`, point 4):
+    /// through the shim when a held message fits it, else to MPI as if delegated (a takeover
+    /// included); `None` once nothing is held and MPI matches alone.
+    fn held_route(
+        &'static self,
+        mut locked: MutexGuard<'static, Locked>,
+        caller: Caller,
+        want: Pattern,
+    ) -> Option<Route<'static>> {
+        if locked.queues.queued().1 == 0 {
+            self.takeover.switch(Mode::Delegated, self.now_ns());
+            return None;
+        }
+        if locked.queues.holds(want) {
+            return Some(Route::Shim(Shim { comm: self, locked }));
+        }
+        let call = match caller {
+            Caller::User => self.takeover.delegated_call(self.process.policy),
+            Caller::Schedule => Call::Delegate,
+        };
+        if call == Call::TakeOver {
+            self.take_over(&mut locked);
+            return Some(Route::Shim(Shim { comm: self, locked }));
+        }
+        self.takeover.enter_mpi_held(self.process.multiple);
+        Some(Route::Mpi {
+            timed: call == Call::DelegateTimed,
+            permit: Permit { comm: self },
+        })
     }
 
     /// Takes matching over from MPI.
@@ -551,39 +594,39 @@ impl Comm {
         self.takeover.switch(Mode::Takeover, self.now_ns());
     }
 
-    /// Before a user's receive call on a taken-over communicator: gives matching back to MPI
-    /// when the policy says so. True if the communicator is delegated now.
+    /// Before a user's receive call on a taken-over communicator: gives matching back to MPI,
+    /// whole or held, when the policy says so. True if the mode changed.
     fn give_back_if_due(&'static self, locked: &mut Locked) -> bool {
         let due = self.takeover.give_back_due(
             self.process.policy,
             locked.queues.queued(),
             locked.queues.signals(),
         );
-        if due {
+        if due != GiveBack::Stay {
             self.give_back(locked);
         }
-        due
+        due != GiveBack::Stay
     }
 
-    /// Hands every waiting receive to MPI, in posting order, then lets MPI match (see
-    /// `matchshim_core::protocol`, point 2).
+    /// Hands every waiting receive to MPI, in posting order, then lets MPI match: alone when
+    /// the shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
+    /// beside the messages it holds (point 4).
     fn give_back(&'static self, locked: &mut Locked) {
         self.hand_receives_to_mpi(locked);
-        self.takeover.switch(Mode::Delegated, self.now_ns());
+        let mode = if locked.queues.queued().1 == 0 {
+            Mode::Delegated
+        } else {
+            Mode::Held
+        };
+        self.takeover.switch(mode, self.now_ns());
     }
 
-    /// Before a blocking call that MPI runs: hands every waiting receive to MPI, in posting
-    /// order; matching goes back to MPI too unless the shim holds unexpected messages, which it
-    /// keeps (see `matchshim_core::protocol`, point 3).
+    /// Before a blocking call that MPI runs: gives matching back (see
+    /// `matchshim_core::protocol`, point 3).
     pub fn hand_back(&'static self) {
         let mut locked = self.locked.lock();
-        if self.takeover.mode() != Mode::Takeover {
-            return;
-        }
-        if locked.queues.queued().1 == 0 {
+        if self.takeover.mode() == Mode::Takeover {
             self.give_back(&mut locked);
-        } else {
-            self.hand_receives_to_mpi(&mut locked);
         }
     }
 
@@ -628,9 +671,7 @@ impl Comm {
         let Some(mut locked) = self.locked.try_lock() else {
             return;
         };
-        if self.takeover.mode() == Mode::Takeover {
-            locked.drain(self);
-        }
+        locked.drain(self);
         let mut finished = finish_tested(&mut locked.receiving);
         if !locked.handed.is_empty() {
             // A receive MPI matched may fail (truncated); MPI would raise that through the
@@ -653,7 +694,7 @@ impl Comm {
     pub fn cancel(&'static self, recv: &Recv) {
         let mut locked = self.locked.lock();
         let queued = matches!(recv.stage(), Stage::Queued(_));
-        if queued && self.takeover.mode() == Mode::Takeover {
+        if queued {
             // Messages that reached MPI before the cancel match first, as they would have on
             // arrival had MPI held the receive (then it is not cancelled).
             locked.drain(self);
@@ -680,10 +721,9 @@ impl Comm {
     /// Messages the shim holds that no receive wants stay unreceived, as they would in MPI.
     pub fn release(&'static self) {
         let mut locked = self.locked.lock();
-        if self.takeover.mode() == Mode::Takeover {
-            locked.drain(self);
-        }
-        self.give_back(&mut locked);
+        locked.drain(self);
+        self.hand_receives_to_mpi(&mut locked);
+        self.takeover.switch(Mode::Delegated, self.now_ns());
         self.released.store(true, Ordering::Release);
     }
 

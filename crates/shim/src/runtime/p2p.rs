@@ -150,7 +150,7 @@ pub unsafe fn recv(
         return Ok(abi().success);
     }
     let comm = target.comm;
-    let (result, code) = match comm.route(Caller::User) {
+    let (result, code) = match comm.route(Caller::User, target.pattern()) {
         Route::Mpi { timed, permit } => {
             comm.takeover.posted_to_mpi(0, rt.process.multiple);
             if !timed && !rt.process.multiple && !rt.needs_progress() {
@@ -241,7 +241,7 @@ pub unsafe fn irecv(
         // SAFETY: the caller's request.
         return unsafe { irecv_proc_null(rt, buf, target, request) };
     }
-    match comm.route(Caller::User) {
+    match comm.route(Caller::User, target.pattern()) {
         Route::Mpi { timed, permit } => {
             // SAFETY: the caller's buffer, until MPI completes the request.
             match unsafe { post_delegated(&target, &buf, (timed, permit)) } {
@@ -427,7 +427,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
         return Ok(abi().success);
     }
     let comm = p.comm;
-    match comm.route(Caller::User) {
+    match comm.route(Caller::User, target.pattern()) {
         Route::Mpi { timed, permit } => {
             let started = permit.run(
                 timed,
@@ -509,7 +509,7 @@ pub unsafe fn probe(
     }
     let comm = target.comm;
     let found = loop {
-        let found = match comm.route(Caller::User) {
+        let found = match comm.route(Caller::User, target.pattern()) {
             Route::Mpi { timed, permit } => {
                 let probe = || {
                     if remove {

@@ -32,7 +32,7 @@ impl Totals {
         self.bursts.add(&comm.bursts());
         self.posted_left += posted as u64;
         self.unexpected_left += unexpected as u64;
-        let [delegated_time_ns, takeover_time_ns] = comm.takeover.time_in(now_ns);
+        let [delegated_time_ns, takeover_time_ns, held_time_ns] = comm.takeover.time_in(now_ns);
         let report = CommReport {
             id: comm.id,
             size: comm.size.max(0) as usize,
@@ -40,6 +40,7 @@ impl Totals {
             delegated_time_ns,
             delegated_receives: comm.takeover.delegated_receives(),
             takeover_time_ns,
+            held_time_ns,
             takeover_matches: stats.point_to_point.matches + stats.collective.matches,
             assertions: assertions.keys(),
         };

@@ -13,7 +13,9 @@ use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
-use matchshim_core::protocol::{Call, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover};
+use matchshim_core::protocol::{
+    Call, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
+};
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -253,7 +255,7 @@ pub struct Permit<'a> {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.comm.takeover.leave_mpi(self.comm.process.multiple);
+        self.comm.takeover.leave_mpi();
     }
 }
 
@@ -455,7 +457,12 @@ impl Comm {
             size,
             rank,
             inter,
-            takeover: Takeover::new(process.policy, process.depth, now_ns, process.found_floor),
+            takeover: Takeover::new(
+                process.policy,
+                process.depth,
+                (now_ns, process.found_floor),
+                process.multiple,
+            ),
             locked: Mutex::new(Locked {
                 queues: Queues::new(process.engine, params, engine_for, Some(&process.clock)),
                 receiving: Vec::new(),
@@ -510,7 +517,6 @@ impl Comm {
     /// `User` calls.
     #[inline]
     pub fn route(&'static self, caller: Caller) -> Route<'static> {
-        let multiple = self.process.multiple;
         loop {
             if self.takeover.mode() == Mode::Delegated {
                 let call = match caller {
@@ -518,7 +524,7 @@ impl Comm {
                     Caller::Schedule => Call::Delegate,
                 };
                 if call != Call::TakeOver {
-                    if !self.takeover.enter_mpi(multiple) {
+                    if !self.takeover.enter_mpi() {
                         continue;
                     }
                     return Route::Mpi {
@@ -538,6 +544,19 @@ impl Comm {
             if caller == Caller::Schedule || !self.give_back_if_due(&mut locked) {
                 return Route::Shim(Shim { comm: self, locked });
             }
+        }
+    }
+
+    /// A call on a delegated communicator that goes to MPI as the user made it, at
+    /// `MPI_THREAD_MULTIPLE`: the permit it holds in MPI (see [`Takeover::plain_delegation`]).
+    #[inline]
+    pub fn plain_permit(&'static self, policy: Policy, call: PlainCall) -> Option<Permit<'static>> {
+        debug_assert!(self.process.multiple);
+        // Made only when taken: a permit's drop gives it back.
+        if self.takeover.plain_delegation(policy, call) {
+            Some(Permit { comm: self })
+        } else {
+            None
         }
     }
 

@@ -79,6 +79,50 @@ static void dup_collectives(void)
     report("pending_p2p_across_dup_collectives");
 }
 
+/* Rank 0 sends rank 1 three messages nobody receives yet, then a synchronous
+ * send that rank 1's pending receive matches, and only then joins a blocking
+ * collective (or communicator constructor) that rank 1 entered with the receive
+ * pending: the send completes only if the receive is matched while rank 1 is
+ * inside the collective. The unreceived messages arrive intact afterwards. */
+static void peer_needs_pending_receive(int coll, const char *name)
+{
+    int b[N], x = t_rank, sum = 0, flag;
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Status st;
+    MPI_Comm made = MPI_COMM_NULL;
+    if (t_rank == 0)
+        for (int i = 0; i < 3; i++)
+            CHK(MPI_Send(&i, 1, MPI_INT, 1, 7, MPI_COMM_WORLD));
+    CHK(MPI_Barrier(MPI_COMM_WORLD));
+    if (t_rank == 1) {
+        /* the three messages have arrived: where the shim matches, it holds them now */
+        CHK(MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+        CHK(MPI_Irecv(b, N, MPI_INT, 0, 6, MPI_COMM_WORLD, &r));
+    } else if (t_rank == 0) {
+        fill(b, N, 0, 6, 0);
+        CHK(MPI_Ssend(b, N, MPI_INT, 1, 6, MPI_COMM_WORLD));
+    }
+    switch (coll) {
+    case 0: CHK(MPI_Barrier(MPI_COMM_WORLD)); break;
+    case 1: CHK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD)); break;
+    case 2: CHK(MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD)); break;
+    case 3: CHK(MPI_Comm_split(MPI_COMM_WORLD, 0, t_rank, &made)); break;
+    case 4: CHK(MPI_Comm_dup(MPI_COMM_WORLD, &made)); break;
+    }
+    if (t_rank == 1) {
+        CHK(MPI_Wait(&r, &st));
+        EXPECT_MSG(b, N, 0, 6, 0, st);
+        for (int i = 0; i < 3; i++) {
+            int got = -1;
+            CHK(MPI_Recv(&got, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, &st));
+            EXPECT(got == i, "held message %d arrived as %d", i, got);
+        }
+    }
+    if (made != MPI_COMM_NULL)
+        CHK(MPI_Comm_free(&made));
+    report(name);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -88,5 +132,10 @@ int main(int argc, char **argv)
     sent_before_barrier(N, "isend_across_barrier_small");
     sent_before_barrier((1 << 20) / 4 + 1, "isend_across_barrier_large");
     dup_collectives();
+    peer_needs_pending_receive(0, "peer_needs_pending_receive_barrier");
+    peer_needs_pending_receive(1, "peer_needs_pending_receive_allreduce");
+    peer_needs_pending_receive(2, "peer_needs_pending_receive_bcast");
+    peer_needs_pending_receive(3, "peer_needs_pending_receive_comm_split");
+    peer_needs_pending_receive(4, "peer_needs_pending_receive_comm_dup");
     return t_finish();
 }

@@ -1445,6 +1445,8 @@ static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 run_s
         MPI_Comm_free(&sub);
         return;
     }
+    /* every receive of the unit is done first: a wildcard one could take the message */
+    MPI_Barrier(sub);
     int s = u->pend_src % k, d = u->pend_dst % k;
     int data[4] = {msg_id0 + 900, 1, 2, 3}, in[4] = {0};
     MPI_Request rreq = MPI_REQUEST_NULL, sreq = MPI_REQUEST_NULL;

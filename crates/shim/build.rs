@@ -420,7 +420,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          match guarded(\"{name}\", rt, |rt| unsafe {{ {handler_call} }}) {{\n            \
          Ok(code) | Err(Error::Raised(code)) => code,\n            \
          // SAFETY: as above.\n            \
-         Err(Error::Invalid) => unsafe {{ next::{name}({args}) }},\n        \
+         Err(Error::Invalid | Error::ToMpi) => unsafe {{ next::{name}({args}) }},\n        \
          }}\n    }}\n"
     )
     .unwrap();

@@ -4,7 +4,8 @@
 //! over, receives go to the protocol's queues (`Queues::post_drained`) and a drain moves MPI's
 //! unexpected messages there, oldest first; matching goes back when the policy allows it
 //! (`Takeover::give_back_due`), the receives the queues give back posted to MPI in the order
-//! they come.
+//! they come; before a blocking call MPI runs, every waiting receive is handed to MPI while
+//! the queues keep their unexpected messages (`Op::HandBack`).
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
@@ -23,6 +24,9 @@ enum Op {
     Drain,
     TakeOver,
     GiveBack,
+    /// Before a blocking call MPI runs: every waiting receive goes to MPI, while the queues
+    /// may keep unexpected messages.
+    HandBack,
 }
 
 type Pair = (u64, u64);
@@ -159,31 +163,54 @@ impl Shim {
         }
         self.takeover.switch(Mode::Delegated, 0);
     }
+
+    /// The receives go to MPI in posting order; matching goes back to MPI only if the queues
+    /// hold no unexpected message, else they keep it and the drain goes on.
+    fn hand_back(&mut self) {
+        if self.takeover.mode() != Mode::Takeover {
+            return;
+        }
+        for (id, want) in self.queues.give_back() {
+            if let Some(msg) = self.mpi.post(id, want) {
+                self.pairs.insert((id, msg));
+            }
+        }
+        if self.queues.queued().1 == 0 {
+            self.takeover.switch(Mode::Delegated, 0);
+        }
+    }
 }
 
-fn pattern() -> impl Strategy<Value = Pattern> {
-    (
-        prop_oneof![3 => 0..3i32, 1 => Just(ANY_SOURCE)],
-        prop_oneof![3 => 0..3i32, 1 => Just(ANY_TAG)],
-    )
-        .prop_map(|(source, tag)| Pattern {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })
+/// A receive for `tag` from `source` is posted.
+fn post(source: i32, tag: i32) -> Op {
+    Op::Post(Pattern {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    })
+}
+
+/// A message with `tag` from `source` reaches MPI.
+fn arrive(source: i32, tag: i32) -> Op {
+    Op::Arrive(Envelope {
+        source,
+        tag,
+        class: Class::PointToPoint,
+    })
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => pattern().prop_map(Op::Post),
-        4 => (0..3i32, 0..3i32).prop_map(|(source, tag)| Op::Arrive(Envelope {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })),
+        4 => (
+            prop_oneof![3 => 0..3i32, 1 => Just(ANY_SOURCE)],
+            prop_oneof![3 => 0..3i32, 1 => Just(ANY_TAG)],
+        )
+            .prop_map(|(source, tag)| post(source, tag)),
+        4 => (0..3i32, 0..3i32).prop_map(|(source, tag)| arrive(source, tag)),
         2 => Just(Op::Drain),
         1 => Just(Op::TakeOver),
         1 => Just(Op::GiveBack),
+        1 => Just(Op::HandBack),
     ]
 }
 
@@ -210,6 +237,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
             Op::Drain => shim.drain(),
             Op::TakeOver => shim.take_over(),
             Op::GiveBack => shim.give_back(),
+            Op::HandBack => shim.hand_back(),
         }
     }
     // Messages still inside MPI meet the receives the shim holds once drained.
@@ -231,28 +259,33 @@ proptest! {
 
 #[test]
 fn a_receive_given_back_takes_the_earliest_message_mpi_holds() {
-    let any = |source, tag| Pattern {
-        source,
-        tag,
-        class: Class::PointToPoint,
-    };
-    let env = |source, tag| {
-        Op::Arrive(Envelope {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        })
-    };
     // Two receives wait in the engine; two messages reach MPI before matching goes back.
     let ops = [
         Op::TakeOver,
-        Op::Post(any(0, ANY_TAG)),
-        Op::Post(any(ANY_SOURCE, ANY_TAG)),
-        env(1, 5),
-        env(0, 5),
+        post(0, ANY_TAG),
+        post(ANY_SOURCE, ANY_TAG),
+        arrive(1, 5),
+        arrive(0, 5),
         Op::GiveBack,
     ];
     let (reference, model) = run(EngineKind::List, &ops);
     assert_eq!(reference, BTreeSet::from([(1, 4), (2, 3)]));
+    assert_eq!(model, reference);
+}
+
+#[test]
+fn receives_handed_back_while_messages_stay_take_only_younger_messages() {
+    // A message for tag 1 stays in the queues; the wildcard receive waiting for tag 2 goes to
+    // MPI and gets the later tag-2 message, the later tag-1 receive the held one.
+    let ops = [
+        Op::TakeOver,
+        arrive(0, 1),
+        post(ANY_SOURCE, 2),
+        Op::HandBack,
+        arrive(0, 2),
+        post(0, 1),
+    ];
+    let (reference, model) = run(EngineKind::List, &ops);
+    assert_eq!(reference, BTreeSet::from([(2, 4), (5, 1)]));
     assert_eq!(model, reference);
 }

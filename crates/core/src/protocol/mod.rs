@@ -23,7 +23,13 @@
 //!    ([`Queues::give_back`]): messages still inside MPI are younger than every message the
 //!    shim had, and MPI matches the receives handed over and those posted later in posting
 //!    order.
-//! 3. The drain runs only in takeover, and a receive decides where it goes under the
+//! 3. Before a blocking call that MPI runs (a collective, a communicator constructor), every
+//!    waiting receive is handed to MPI in posting order, since a peer may need one of them
+//!    before it can join the call. If the shim holds unexpected messages it keeps them and
+//!    stays in takeover: none of them fits a waiting receive (it would have matched), and
+//!    every message still inside MPI is younger than all of them, so MPI matches the handed
+//!    receives as one ordered list would, and later receives meet the held messages first.
+//! 4. The drain runs only in takeover, and a receive decides where it goes under the
 //!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a
 //!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]), so no receive
 //!    reaches MPI after a message it should get was drained. Receives of different threads

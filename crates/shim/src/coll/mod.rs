@@ -1,14 +1,14 @@
 //! Collectives run by the shim on its own point-to-point: the executor of the schedules that
 //! `matchshim_core::protocol::coll` lays out (its algorithms, kinds and tag layout).
 //!
-//! Each intra-communicator gets a private duplicate (at `MPI_Init` for `MPI_COMM_WORLD` and
-//! `MPI_COMM_SELF`, inside the call that creates any other, and with `PMPI_Comm_idup` in the
-//! first collective the shim runs on one it did not see created: every rank makes its
-//! collective calls in the same order and decides alike who runs each
-//! (`protocol::coll::shim_pays`), and the nonblocking form lets the shim keep matching while the
-//! duplicate is made). All traffic there is collective. It also carries the blocking
-//! collectives MPI runs, so that they never meet the program's nonblocking ones (one under way
-//! is waited for, so every rank picks the same communicator). It is drained into the same engine as the user
+//! The shim's collectives run on a private duplicate of the communicator. Under
+//! `MATCHSHIM_COLL=shim` every intra-communicator gets it at once (at `MPI_Init` for
+//! `MPI_COMM_WORLD` and `MPI_COMM_SELF`, inside the call that creates any other); under `auto`
+//! it is made with `PMPI_Comm_idup` in the first collective the shim runs there (every rank
+//! makes its collective calls in the same order and decides alike who runs each,
+//! `protocol::coll::shim_pays`, and the nonblocking form lets the shim keep matching while the
+//! duplicate is made), so a communicator whose collectives MPI runs costs what it costs in
+//! MPI. All traffic there is collective. It is drained into the same engine as the user
 //! communicator's point-to-point traffic, as `Class::Collective { kind, size_class }` read
 //! from each message's tag, so one engine sees both (the unified engine of the COL+PNP
 //! design); user receives never see it, since a point-to-point pattern never matches a
@@ -314,21 +314,22 @@ impl Collectives {
             .clone()
     }
 
-    /// The communicator when the shim may run a collective of `kind` on it; `None`: pass to
-    /// MPI (`MATCHSHIM_COLL=native`, `auto` where the shim's algorithm does not pay,
+    /// The communicator when the shim may run a collective of `kind` in `form` on it; `None`:
+    /// pass to MPI (`MATCHSHIM_COLL=native`, `auto` where the shim's algorithm does not pay,
     /// inter-communicators).
     pub fn comm(
         &self,
         rt: &Runtime,
         handle: MPI_Comm,
         kind: Kind,
+        form: Form,
     ) -> Result<Option<&'static Comm>, Error> {
         if rt.config.coll == CollMode::Native {
             return Ok(None);
         }
         let comm = rt.comm(handle)?;
-        let mine =
-            !comm.inter && (rt.config.coll == CollMode::Shim || shim_may_pay(kind, comm.size));
+        let mine = !comm.inter
+            && (rt.config.coll == CollMode::Shim || shim_may_pay(kind, form, comm.size));
         Ok(mine.then_some(comm))
     }
 
@@ -337,17 +338,15 @@ impl Collectives {
         self.stats.record_mpi(kind);
     }
 
-    /// Gives a communicator just created its private duplicate now, while every member is
-    /// in the call that creates it. In every mode: blocking collectives that MPI runs need it
-    /// to stay apart from nonblocking ones, and made later, inside a collective, it could meet a
-    /// nonblocking collective MPI runs by itself (`MPIX_Comm_iagree`) in different orders on
-    /// different ranks.
+    /// Gives a communicator its private duplicate now, while every member is in the call that
+    /// creates it (or sets its info): under `MATCHSHIM_COLL=shim`, and where its info makes an
+    /// MPI-4 matching assertion (see [`Collectives::apart`]).
     pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
         if handle.key() == abi().comm_null.key() {
             return Ok(());
         }
         let comm = rt.comm(handle)?;
-        if comm.inter {
+        if comm.inter || !(rt.config.coll == CollMode::Shim || comm.asserts()) {
             return Ok(());
         }
         self.state(comm)
@@ -355,26 +354,16 @@ impl Collectives {
             .map_err(|err| rt.raise(handle, err))
     }
 
-    /// Where a blocking collective that MPI runs goes, as its nonblocking form: the private
-    /// duplicate when there is one, so it never meets the program's nonblocking collectives,
-    /// which MPI matches apart from blocking ones. One under way (every rank started it in the
-    /// same call) is waited for, so every rank picks the same communicator.
-    pub fn blocking_native_comm(&self, rt: &Runtime, handle: MPI_Comm) -> MPI_Comm {
-        let Ok(comm) = rt.comm(handle) else {
-            return handle;
-        };
-        let state = self
-            .comms
-            .lock()
-            .as_ref()
-            .and_then(|m| m.get(&comm.id).cloned());
-        let Some(state) = state else {
-            return handle;
-        };
-        if state.dup.get().is_none() && state.creating.lock().is_some() {
-            rt.wait_until(Some(comm), || state.ready(comm).is_some());
+    /// Where a blocking collective that MPI runs on `comm` goes instead of the user's
+    /// communicator: the private duplicate of one whose info makes an MPI-4 matching
+    /// assertion, which every rank makes alike. Open MPI 4.1.4 loses a barrier's messages on a
+    /// communicator asserting `mpi_assert_no_any_source` (4 oversubscribed ranks); the
+    /// duplicate asserts nothing.
+    pub fn apart(&self, comm: &Comm) -> Option<MPI_Comm> {
+        if !comm.asserts() {
+            return None;
         }
-        state.dup.get().copied().unwrap_or(handle)
+        comm.side.get().map(|side| side.handle)
     }
 
     /// Runs one collective call: `build` adds the algorithm's actions (an error there is a bad
@@ -398,7 +387,7 @@ impl Collectives {
         };
         let mut b = Builder::new(comm.rank, comm.size);
         build(&mut b).map_err(|_| Error::Invalid)?;
-        if rt.config.coll == CollMode::Auto && !shim_pays(kind, comm.size, b.size_class) {
+        if rt.config.coll == CollMode::Auto && !shim_pays(kind, form, comm.size, b.size_class) {
             return Ok(None);
         }
         let state = self.state(comm);

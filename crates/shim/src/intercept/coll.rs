@@ -1,12 +1,12 @@
 //! Collective handlers, one per collective for its blocking form (a null request) and its
 //! nonblocking one. On intra-communicators the shim runs them itself (`crate::coll`) under
-//! `MATCHSHIM_COLL=shim`, and under `auto` where its algorithm pays; otherwise, with
-//! `native` and on inter-communicators they go to MPI, blocking ones always as
-//! their nonblocking forms waited for with the shim's progress (see `nonblocking_then_wait`):
-//! a receive waiting for the shim may be what a peer needs before it can join, and MPI never
-//! matches a blocking collective with a nonblocking one, so the choice cannot depend on this
-//! rank's state. Those run on the communicator's private duplicate where it has one, so that,
-//! as in MPI, they never meet the program's nonblocking collectives.
+//! `MATCHSHIM_COLL=shim`, and under `auto` where its algorithm pays; otherwise MPI runs the
+//! call as the program made it. Before a blocking one the receives waiting in the shim go to
+//! MPI ([`Runtime::step_aside`]): a peer may need one of them before it can join. Under `shim`
+//! the shim runs its own collectives' schedules alongside, so the blocking collectives MPI
+//! runs there (inter-communicators) go as their nonblocking forms waited for with the shim's
+//! progress, on every rank alike, since MPI never matches a blocking collective with a
+//! nonblocking one.
 //!
 //! Safety of the handlers: their arguments are those of the MPI call, valid as the standard
 //! requires until the call (or its request) completes.
@@ -15,9 +15,11 @@
 use super::{nonblocking_then_wait, Native};
 use crate::coll::schedule::{Builder, Ints, Types};
 use crate::coll::{algorithms, Kind, COLLECTIVES};
-use crate::mpi::{abi, Code, HandleKey, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::config::CollMode;
+use crate::mpi::{abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::runtime::{Error, Runtime};
 use algorithms::{Invalid, Plan, Prefix};
+use matchshim_core::protocol::coll::{shim_may_pay, Form};
 use std::os::raw::{c_int, c_void};
 
 type Result = std::result::Result<Code, Error>;
@@ -41,7 +43,12 @@ unsafe fn collective(
     native: impl Native,
     build: impl FnOnce(&mut Builder) -> std::result::Result<(), Invalid>,
 ) -> Result {
-    if let Some(state) = COLLECTIVES.comm(rt, comm, kind)? {
+    let form = if request.is_null() {
+        Form::Blocking
+    } else {
+        Form::Nonblocking
+    };
+    if let Some(state) = COLLECTIVES.comm(rt, comm, kind, form)? {
         // SAFETY: as the caller promises.
         if let Some(code) = unsafe { COLLECTIVES.run(rt, state, kind, request, build) }? {
             return Ok(code);
@@ -51,10 +58,15 @@ unsafe fn collective(
     if !request.is_null() {
         return Ok(native(comm, request));
     }
-    let native_comm = COLLECTIVES.blocking_native_comm(rt, comm);
+    let apart = COLLECTIVES.apart(rt.comm(comm)?);
+    if rt.config.coll != CollMode::Shim && apart.is_none() {
+        rt.step_aside();
+        return Err(Error::ToMpi);
+    }
+    let target = apart.unwrap_or(comm);
     let mut started = true;
     let code = nonblocking_then_wait(rt, |r| {
-        let code = native(native_comm, r);
+        let code = native(target, r);
         started = code == abi().success;
         code
     })?;
@@ -63,10 +75,32 @@ unsafe fn collective(
         // communicator reports them, in its own words and through that communicator's handler.
         return Err(Error::Invalid);
     }
-    if code != abi().success && native_comm.key() != comm.key() {
+    if code != abi().success && apart.is_some() {
         return Err(rt.raise(comm, code));
     }
     Ok(code)
+}
+
+/// A blocking collective's plain path: true (and counted as a call MPI ran) when MPI runs it
+/// as the program made it with nothing for the shim to do first: `MATCHSHIM_COLL=native`, or
+/// `auto` where the shim's algorithm never pays at this size, on a communicator that makes no
+/// MPI-4 matching assertion, with no receive waiting in the shim.
+#[inline]
+pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
+    let Ok(c) = rt.comm(comm) else {
+        return false;
+    };
+    let mpi_runs = !c.asserts()
+        && match rt.config.coll {
+            CollMode::Shim => false,
+            CollMode::Native => true,
+            CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
+        };
+    if mpi_runs && !rt.needs_progress() {
+        COLLECTIVES.passed_to_mpi(kind);
+        return true;
+    }
+    false
 }
 
 /// A count per rank, from the caller's array (empty if there is none).

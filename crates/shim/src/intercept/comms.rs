@@ -1,13 +1,14 @@
-//! Communicator handlers. A new intra-communicator gets the shim's private duplicate for
-//! collectives inside the call that creates it, while every member is still in that call: made
-//! later, inside the first collective, it could meet a nonblocking collective that MPI runs by
-//! itself on the communicator (`MPIX_Comm_iagree`) in different orders on different ranks.
+//! Communicator handlers. A constructor is a blocking collective that MPI runs: the receives
+//! waiting in the shim go to MPI first ([`Runtime::step_aside`]). Under
+//! `MATCHSHIM_COLL=shim` a new intra-communicator gets the shim's private duplicate for
+//! collectives inside the call that creates it, while every member is still in that call.
 //! Before the user frees a communicator its receives waiting in the shim go to MPI, which
 //! completes them after the handle is gone; the shim forgets the communicator when MPI really
 //! frees it (an attribute delete callback tells).
 
 use super::nonblocking_then_wait;
 use crate::coll::COLLECTIVES;
+use crate::config::CollMode;
 use crate::mpi::{self, abi, next, Code, MPI_Comm, MPI_Group, MPI_Info};
 use crate::runtime::{Error, Runtime};
 use std::os::raw::c_int;
@@ -15,7 +16,7 @@ use std::os::raw::c_int;
 type Result = std::result::Result<Code, Error>;
 type Ints = *const c_int;
 
-/// After a constructor: the new communicator's private duplicate.
+/// After a constructor: the new communicator's private duplicate where it gets one.
 fn adopt(rt: &Runtime, code: Code, new: MPI_Comm) -> Result {
     if code != abi().success {
         return Ok(code);
@@ -38,21 +39,24 @@ pub unsafe fn disconnect(rt: &'static Runtime, comm: *mut MPI_Comm) -> Result {
     Ok(unsafe { next::MPI_Comm_disconnect(comm) })
 }
 
-/// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches.
+/// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches,
+/// and give the communicator its private duplicate (`MPI_Comm_set_info` is collective).
 pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> Result {
+    rt.step_aside();
     // SAFETY: the caller's arguments.
     let code = unsafe { next::MPI_Comm_set_info(comm, info) };
     if code == abi().success {
         rt.info_changed(comm);
     }
-    Ok(code)
+    adopt(rt, code, comm)
 }
 
-/// A blocking dup waits inside MPI for every member, which a receive waiting for the shim can
-/// keep from coming (a member may be in a synchronous send to this rank first); the nonblocking
-/// form keeps the shim matching. Inter-communicators keep the blocking form on every rank.
+/// Under `MATCHSHIM_COLL=shim` a collective of the shim's may be under way, which a blocking
+/// dup inside MPI would keep from progressing: the nonblocking form keeps the shim working,
+/// on every rank alike. Inter-communicators keep the blocking form on every rank.
 pub unsafe fn dup(rt: &'static Runtime, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> Result {
-    let code = if rt.comm(comm)?.inter {
+    let code = if rt.config.coll != CollMode::Shim || rt.comm(comm)?.inter {
+        rt.step_aside();
         // SAFETY: the caller's arguments.
         unsafe { next::MPI_Comm_dup(comm, newcomm) }
     } else {
@@ -76,6 +80,7 @@ macro_rules! constructor {
     ($name:ident, $mpi:ident, ($($arg:ident : $ty:ty),* $(,)?), $out:ident) => {
         #[allow(clippy::too_many_arguments)] // MPI's own
         pub unsafe fn $name(rt: &'static Runtime, $($arg: $ty),*) -> Result {
+            rt.step_aside();
             // SAFETY: the caller's arguments.
             let code = unsafe { next::$mpi($($arg),*) };
             // SAFETY: MPI wrote the new handle when it succeeded (else it is not read).

@@ -120,7 +120,8 @@ pub fn started(config: Result<Config, String>) {
     install(config, mpi::query_thread(), &CLIENTS);
     let rt = installed().expect("just installed");
     COLLECTIVES.init(rt.tag_ub);
-    // No traffic yet: the duplicates of the predefined communicators are made at once.
+    // No traffic yet: under `MATCHSHIM_COLL=shim` the duplicates of the predefined
+    // communicators are made at once.
     for handle in [abi().comm_world, abi().comm_self] {
         let _ = COLLECTIVES.adopt(rt, handle);
     }

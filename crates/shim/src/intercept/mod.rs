@@ -22,6 +22,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 #[allow(unused_unsafe, non_snake_case)]
 mod entry {
     use super::{coll, comms, fortran, init, mpit, p2p, requests};
+    use crate::coll::Kind;
     use crate::intercept::guarded;
     use crate::mpi::{
         abi, next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message,

@@ -212,6 +212,8 @@ pub struct Comm {
     pending: AtomicUsize,
     listed: AtomicBool,
     pub side: OnceLock<Side>,
+    /// Its info makes an MPI-4 matching assertion (`mpi_assert_*`), the same on every rank.
+    asserts: AtomicBool,
     /// The user is freeing it: its waiting receives went to MPI, which matches for it.
     released: AtomicBool,
     /// MPI freed it: its handle is gone.
@@ -446,9 +448,10 @@ impl Comm {
         process: &'static Process,
         now_ns: u64,
     ) -> Comm {
+        let assertions = mpi::comm_assertions(handle);
         let params = EngineParams {
             comm_size: size.max(0) as usize,
-            assertions: mpi::comm_assertions(handle),
+            assertions,
             ..process.params
         };
         Comm {
@@ -471,6 +474,7 @@ impl Comm {
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
             side: OnceLock::new(),
+            asserts: AtomicBool::new(assertions != Assertions::default()),
             released: AtomicBool::new(false),
             freed: AtomicBool::new(false),
             process,
@@ -583,6 +587,26 @@ impl Comm {
     /// Hands every waiting receive to MPI, in posting order, then lets MPI match (see
     /// `matchshim_core::protocol`, point 2).
     fn give_back(&'static self, locked: &mut Locked) {
+        self.hand_receives_to_mpi(locked);
+        self.takeover.switch(Mode::Delegated, self.now_ns());
+    }
+
+    /// Before a blocking call that MPI runs: hands every waiting receive to MPI, in posting
+    /// order; matching goes back to MPI too unless the shim holds unexpected messages, which it
+    /// keeps (see `matchshim_core::protocol`, point 3).
+    pub fn hand_back(&'static self) {
+        let mut locked = self.locked.lock();
+        if self.takeover.mode() != Mode::Takeover {
+            return;
+        }
+        if locked.queues.queued().1 == 0 {
+            self.give_back(&mut locked);
+        } else {
+            self.hand_receives_to_mpi(&mut locked);
+        }
+    }
+
+    fn hand_receives_to_mpi(&'static self, locked: &mut Locked) {
         for recv in locked.queues.give_back() {
             let posted = recv
                 .buffer
@@ -601,7 +625,6 @@ impl Comm {
                 }
             }
         }
-        self.takeover.switch(Mode::Delegated, self.now_ns());
     }
 
     /// Receives a message matched to a receive that progress completes.
@@ -707,7 +730,14 @@ impl Comm {
 
     /// The communicator's info makes `assertions` now: its engine follows them.
     pub fn assert(&self, assertions: Assertions) {
+        self.asserts
+            .store(assertions != Assertions::default(), Ordering::Release);
         self.locked.lock().queues.assert(assertions);
+    }
+
+    /// Its info makes an MPI-4 matching assertion.
+    pub fn asserts(&self) -> bool {
+        self.asserts.load(Ordering::Acquire)
     }
 
     /// Engine counters, ticks spent matching, (posted, unexpected) queued now, and the

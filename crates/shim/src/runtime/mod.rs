@@ -43,6 +43,8 @@ pub enum Error {
     Invalid,
     /// MPI returned this code; it was raised through the communicator's error handler.
     Raised(Code),
+    /// The shim steps aside: MPI runs the call as the program made it.
+    ToMpi,
 }
 
 /// Something besides point-to-point receives that needs the progress engine (the collectives
@@ -277,6 +279,21 @@ impl Runtime {
             self.busy_clients.fetch_add(1, Ordering::AcqRel);
         } else {
             self.busy_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Before a blocking call that MPI runs as the program made it on every rank: the receives
+    /// waiting in the shim go to MPI, since a peer's synchronous (or rendezvous) send may need
+    /// one of them before the peer can join the call. Callers make sure no client is busy (no
+    /// collective of the shim's is under way).
+    pub fn step_aside(&self) {
+        if self.process.pending() == 0 {
+            return;
+        }
+        let mut list = Vec::new();
+        self.process.with_pending(None, &mut list);
+        for comm in list {
+            comm.hand_back();
         }
     }
 

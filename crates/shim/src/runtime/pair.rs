@@ -95,7 +95,7 @@ impl Operation for SendRecv {
         let code = match err {
             Ok(code) => code,
             Err(Error::Raised(code)) => code,
-            Err(Error::Invalid) => abi().err_request,
+            Err(Error::Invalid | Error::ToMpi) => abi().err_request,
         };
         drop(halves);
         self.done.finish(status, code);

@@ -143,23 +143,26 @@ pub const AUTO_ALLTOALL_RANKS: i32 = 32;
 /// their transfer, not their matching. `v` and `w` forms (class [`VARYING`]) decide by ranks.
 pub const AUTO_MAX_SIZE_CLASS: u8 = 4;
 
-/// Whether the shim may run `kind` on `ranks` ranks under `auto`, before the call's size class
-/// is known: `false` sends the call to MPI at once.
-pub fn shim_may_pay(kind: Kind, ranks: i32) -> bool {
-    match kind.pile() {
-        Pile::Root => ranks >= AUTO_GATHER_RANKS,
-        Pile::Everyone => ranks >= AUTO_ALLTOALL_RANKS,
-        Pile::Nowhere => false,
-    }
+/// Whether the shim may run `kind` in `form` on `ranks` ranks under `auto`, before the call's
+/// size class is known: `false` sends the call to MPI at once. Nonblocking collectives always
+/// go to MPI: a schedule of the shim's needs the shim's progress until it ends, and blocking
+/// collectives that MPI runs give it none.
+pub fn shim_may_pay(kind: Kind, form: Form, ranks: i32) -> bool {
+    form == Form::Blocking
+        && match kind.pile() {
+            Pile::Root => ranks >= AUTO_GATHER_RANKS,
+            Pile::Everyone => ranks >= AUTO_ALLTOALL_RANKS,
+            Pile::Nowhere => false,
+        }
 }
 
-/// Whether the shim runs a call of `kind` on `ranks` ranks whose blocks are of `size_class`
-/// under `auto`. Every rank decides alike without communicating: the kind, the communicator's
-/// size and the size class are the same on every rank (the tags carry the class, taken from
-/// the arguments MPI requires to match; [`VARYING`] for `v` and `w` forms, whose counts a
-/// non-root rank does not know).
-pub fn shim_pays(kind: Kind, ranks: i32, size_class: u8) -> bool {
-    shim_may_pay(kind, ranks) && (size_class == VARYING || size_class <= AUTO_MAX_SIZE_CLASS)
+/// Whether the shim runs a call of `kind` in `form` on `ranks` ranks whose blocks are of
+/// `size_class` under `auto`. Every rank decides alike without communicating: the kind, the
+/// form, the communicator's size and the size class are the same on every rank (the tags
+/// carry the class, taken from the arguments MPI requires to match; [`VARYING`] for `v` and
+/// `w` forms, whose counts a non-root rank does not know).
+pub fn shim_pays(kind: Kind, form: Form, ranks: i32, size_class: u8) -> bool {
+    shim_may_pay(kind, form, ranks) && (size_class == VARYING || size_class <= AUTO_MAX_SIZE_CLASS)
 }
 
 /// Blocking and nonblocking collectives are numbered apart.
@@ -209,29 +212,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_runs_only_gathers_and_all_to_alls_at_scale() {
+    fn auto_runs_only_blocking_gathers_and_all_to_alls_at_scale() {
         for kind in Kind::ALL {
             for ranks in [1, 2, 4, 7, 8, 16, 31, 32, 1024] {
-                let pays = shim_pays(kind, ranks, 0);
+                let pays = shim_pays(kind, Form::Blocking, ranks, 0);
                 let expected = match kind {
                     Kind::Gather | Kind::Gatherv => ranks >= 8,
                     Kind::Alltoall | Kind::Alltoallv | Kind::Alltoallw => ranks >= 32,
                     _ => false,
                 };
                 assert_eq!(pays, expected, "{} at {ranks} ranks", kind.name());
-                assert_eq!(shim_may_pay(kind, ranks), expected);
+                assert_eq!(shim_may_pay(kind, Form::Blocking, ranks), expected);
+                assert!(!shim_pays(kind, Form::Nonblocking, ranks, 0));
             }
         }
     }
 
     #[test]
     fn auto_leaves_large_blocks_to_mpi_but_decides_varying_ones_by_ranks() {
-        assert!(shim_pays(Kind::Gather, 8, size_class(2048)));
-        assert!(!shim_pays(Kind::Gather, 8, size_class(2049)));
-        assert!(!shim_pays(Kind::Alltoall, 64, size_class(64 << 10)));
-        assert!(shim_pays(Kind::Gatherv, 8, VARYING));
-        assert!(shim_pays(Kind::Alltoallw, 32, VARYING));
-        assert!(!shim_pays(Kind::Gatherv, 4, VARYING));
+        let pays = |kind, ranks, class| shim_pays(kind, Form::Blocking, ranks, class);
+        assert!(pays(Kind::Gather, 8, size_class(2048)));
+        assert!(!pays(Kind::Gather, 8, size_class(2049)));
+        assert!(!pays(Kind::Alltoall, 64, size_class(64 << 10)));
+        assert!(pays(Kind::Gatherv, 8, VARYING));
+        assert!(pays(Kind::Alltoallw, 32, VARYING));
+        assert!(!pays(Kind::Gatherv, 4, VARYING));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 /* ranks: 2 */
 /* MPI_THREAD_MULTIPLE: four threads per rank exchange messages with the
  * peer at the same time, each on its own tag, using blocking calls,
- * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall. */
+ * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall; then
+ * all threads of one rank receive with wildcards on one communicator. */
 #include "common.h"
 #include <pthread.h>
 
@@ -153,6 +154,78 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Threads racing on one communicator: every thread of rank 0 receives with MPI_ANY_SOURCE
+ * and MPI_ANY_TAG (Irecv+Wait, or Improbe+Mrecv polled) from rank 1, which sends SHARED
+ * numbered messages in order. Receives of different threads have no order among them, but
+ * each thread's own receives are posted in order, so the numbers one thread gets rise; none
+ * is lost or received twice. Under flip:N matching switches between MPI and the shim while
+ * the threads race. */
+#define SHARED (NT * 150)
+static MPI_Comm shared_comm;
+static int shared_got[NT][SHARED];
+static int shared_count[NT];
+
+static void *shared_receiver(void *arg)
+{
+    struct ctx *c = arg;
+    int prev = -1, in[W];
+    for (int k = 0; k < SHARED / NT; k++) {
+        MPI_Status st;
+        if ((k + c->id) % 2 == 0) {
+            MPI_Request r;
+            TCHK(c, MPI_Irecv(in, W, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, shared_comm, &r));
+            TCHK(c, MPI_Wait(&r, &st));
+        } else {
+            int flag = 0;
+            MPI_Message m;
+            while (!flag)
+                TCHK(c, MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, shared_comm, &flag, &m, &st));
+            TCHK(c, MPI_Mrecv(in, W, MPI_INT, &m, &st));
+        }
+        int seq = in[0];
+        if (st.MPI_SOURCE != 1 || st.MPI_TAG != seq % 3 || seq < 0 || seq >= SHARED)
+            tfail(c, "thread %d: message %d from %d tag %d", c->id, seq, st.MPI_SOURCE,
+                  st.MPI_TAG);
+        else if (seq <= prev)
+            tfail(c, "thread %d: message %d after %d", c->id, seq, prev);
+        else
+            shared_got[c->id][shared_count[c->id]++] = seq;
+        prev = seq;
+    }
+    return NULL;
+}
+
+static void shared_wildcards(void)
+{
+    MPI_Comm_dup(MPI_COMM_WORLD, &shared_comm);
+    if (t_rank == 1) {
+        for (int i = 0; i < SHARED; i++) {
+            int out[W] = {i};
+            MPI_Send(out, W, MPI_INT, 0, i % 3, shared_comm);
+        }
+    } else if (t_rank == 0) {
+        pthread_t th[NT];
+        struct ctx c[NT];
+        for (int t = 0; t < NT; t++) {
+            c[t] = (struct ctx){.id = t, .peer = 1};
+            pthread_create(&th[t], NULL, shared_receiver, &c[t]);
+        }
+        for (int t = 0; t < NT; t++)
+            pthread_join(th[t], NULL);
+        static int seen[SHARED];
+        for (int t = 0; t < NT; t++) {
+            if (c[t].fail)
+                FAILF("%s", c[t].detail);
+            for (int i = 0; i < shared_count[t]; i++)
+                seen[shared_got[t][i]]++;
+        }
+        for (int i = 0; i < SHARED; i++)
+            EXPECT(seen[i] == 1, "message %d received %d times", i, seen[i]);
+    }
+    MPI_Comm_free(&shared_comm);
+    report("threads_shared_wildcards_in_order");
+}
+
 static const char *names[NT] = {"threads_blocking", "threads_any_source_waitall",
                                 "threads_iprobe_improbe", "threads_chunked_waitall"};
 
@@ -191,5 +264,6 @@ int main(int argc, char **argv)
         for (int t = 0; t < NT; t++)
             report(names[t]);
     }
+    shared_wildcards();
     return t_finish();
 }

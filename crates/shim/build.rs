@@ -112,6 +112,8 @@ struct Call {
     does: String,
     shim: Option<String>,
     plain: Option<String>,
+    /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
+    threaded: Option<String>,
     native: Option<String>,
     raw: Option<String>,
     /// The handler is the nonblocking form's: it gets a null request.
@@ -179,6 +181,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "does" => call.does = value,
             "shim" => call.shim = Some(value),
             "plain" => call.plain = Some(value),
+            "threaded" => call.threaded = Some(value),
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
             "large_count" => call.large_count = true,
@@ -215,6 +218,9 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         }
         if call.does.is_empty() {
             return fail("says nothing of what the shim does (`does`)");
+        }
+        if call.threaded.is_some() && call.plain.is_none() {
+            return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
         }
         let fortran = call.fortran_openmpi || call.fortran_mpich_f08;
         if fortran && call.fortran_via.is_none() {
@@ -418,6 +424,21 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          }}\n    }}\n"
     )
     .unwrap();
+    // At MPI_THREAD_MULTIPLE the guard is held until MPI returns.
+    let threaded = match &call.threaded {
+        None => String::new(),
+        Some(threaded) => format!(
+            "if rt.multiple {{\n            \
+             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
+             if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
+             // SAFETY: the caller's arguments, as MPI requires them.\n                \
+             return unsafe {{ next::{name}({args}) }};\n            \
+             }}\n            \
+             // SAFETY: as above.\n            \
+             return unsafe {{ shim_side({args}{comma}rt) }};\n        \
+             }}\n        "
+        ),
+    };
     match &call.plain {
         None => write!(
             out,
@@ -437,6 +458,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
              return unsafe {{ next::{name}({args}) }};\n        \
              }};\n        \
+             {threaded}\
              // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
              if unsafe {{ {plain} }} {{\n            \
              // SAFETY: as above.\n            \

@@ -104,7 +104,7 @@ impl Shim {
         Shim {
             mpi: Lists::default(),
             queues: Queues::new(kind, params, build_engine, None),
-            takeover: Takeover::new(Policy::Auto, 64, 0, u64::MAX),
+            takeover: Takeover::new(Policy::Auto, 64, (0, u64::MAX), false),
             pairs: BTreeSet::new(),
         }
     }

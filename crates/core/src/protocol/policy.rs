@@ -68,19 +68,16 @@ pub const SETTLE_MATCHES: u64 = 32;
 /// A communicator's mode, the signals that move it, and what the report says of it.
 pub struct Takeover {
     mode: AtomicU8,
-    /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
-    permits: AtomicUsize,
+    /// What each call writes, one shard per thread at `MPI_THREAD_MULTIPLE` (one below it):
+    /// threads calling at once write lines of their own, not one they would pass around.
+    shards: Box<[Shard]>,
     /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
     /// the followed ones tell: each counts for the receives it stands for.
     outstanding: AtomicUsize,
-    /// Nonblocking receives posted delegated: the clock that picks those followed.
-    nonblocking: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
     limit: AtomicUsize,
     /// The depth from which the shim pays (`MATCHSHIM_TAKEOVER_DEPTH`).
     depth: u32,
-    /// Receive calls so far: the sampling and flipping clock.
-    calls: AtomicU32,
     /// Calls left that are all timed, after a switch to delegated.
     dense: AtomicU32,
     /// The quickest timed receive calls, in clock ticks: MPI's cost with nothing to search, for
@@ -93,9 +90,44 @@ pub struct Takeover {
     switches: AtomicU64,
     /// Times the shim took over, starting in takeover included.
     takeovers: AtomicU64,
-    delegated_receives: AtomicUsize,
     mode_since_ns: AtomicU64,
     time_ns: [AtomicU64; 3],
+}
+
+/// Shards of a communicator's per-call counters at `MPI_THREAD_MULTIPLE`.
+const SHARDS: usize = 16;
+
+/// The counters every receive call writes, for the calls of one thread (or of the threads
+/// that share its shard). Two cache lines apart, as adjacent lines are fetched in pairs.
+#[repr(align(128))]
+#[derive(Default)]
+struct Shard {
+    /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
+    permits: AtomicUsize,
+    /// Receive calls so far: the sampling and flipping clock.
+    calls: AtomicU32,
+    /// Nonblocking receives posted delegated: the clock that picks those followed.
+    nonblocking: AtomicUsize,
+    /// Receives that went to MPI while it matched.
+    delegated_receives: AtomicUsize,
+}
+
+/// This thread's shard index, counted from 0 in the order threads first ask.
+#[inline]
+fn thread_slot() -> usize {
+    use std::cell::Cell;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    SLOT.with(|slot| {
+        let mut n = slot.get();
+        if n == usize::MAX {
+            n = NEXT.fetch_add(1, Relaxed);
+            slot.set(n);
+        }
+        n
+    })
 }
 
 /// A receive-side call that may go to MPI as the user made it (see
@@ -126,48 +158,69 @@ pub enum Call {
 impl Takeover {
     /// `found_floor`: MPI's cost of a receive call that finds its message with nothing else
     /// queued (see [`found_floor`]), so that a program whose first calls already search deep
-    /// is seen to.
-    pub fn new(policy: Policy, depth: u32, now_ns: u64, found_floor: u64) -> Takeover {
+    /// is seen to. `multiple`: at `MPI_THREAD_MULTIPLE`, threads may call at once.
+    pub fn new(
+        policy: Policy,
+        depth: u32,
+        (now_ns, found_floor): (u64, u64),
+        multiple: bool,
+    ) -> Takeover {
         let mode = if policy == Policy::Always {
             Mode::Takeover
         } else {
             Mode::Delegated
         };
+        let shards = if multiple { SHARDS } else { 1 };
         Takeover {
             mode: AtomicU8::new(mode as u8),
-            permits: AtomicUsize::new(0),
+            shards: (0..shards).map(|_| Shard::default()).collect(),
             outstanding: AtomicUsize::new(0),
-            nonblocking: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
             depth,
-            calls: AtomicU32::new(0),
             dense: AtomicU32::new(4),
             fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
             deep_in_row: AtomicU32::new(0),
             switches: AtomicU64::new(0),
             takeovers: AtomicU64::new((mode == Mode::Takeover) as u64),
-            delegated_receives: AtomicUsize::new(0),
             mode_since_ns: AtomicU64::new(now_ns),
             time_ns: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    /// Threads may call at once (`MPI_THREAD_MULTIPLE`).
+    #[inline]
+    fn multiple(&self) -> bool {
+        self.shards.len() > 1
+    }
+
+    /// The calling thread's shard.
+    #[inline]
+    fn shard(&self) -> &Shard {
+        if self.multiple() {
+            &self.shards[thread_slot() % SHARDS]
+        } else {
+            &self.shards[0]
         }
     }
 
     /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
     /// receives' worth of the count waits for (0: the receive is not followed).
     #[inline]
-    pub fn posted_to_mpi(&self, weight: usize, multiple: bool) {
-        add(&self.delegated_receives, 1, multiple);
+    pub fn posted_to_mpi(&self, weight: usize) {
+        let multiple = self.multiple();
+        add(&self.shard().delegated_receives, 1, multiple);
         if weight > 0 {
             add(&self.outstanding, weight as isize, multiple);
         }
     }
 
     /// A nonblocking receive goes to MPI: the weight to follow it with, [`FOLLOW_EVERY`] for
-    /// one in that many and 0 for the others.
+    /// one in that many and 0 for the others (of the calling thread's).
     #[inline]
     pub fn follow_nonblocking(&self) -> usize {
-        let n = self.nonblocking.load(Relaxed).wrapping_add(1);
-        self.nonblocking.store(n, Relaxed);
+        let shard = self.shard();
+        let n = shard.nonblocking.load(Relaxed).wrapping_add(1);
+        shard.nonblocking.store(n, Relaxed);
         if n.is_multiple_of(FOLLOW_EVERY) {
             FOLLOW_EVERY
         } else {
@@ -177,8 +230,8 @@ impl Takeover {
 
     /// MPI completed (or the user freed) a followed receive of `weight`.
     #[inline]
-    pub fn completed_in_mpi(&self, weight: usize, multiple: bool) {
-        add(&self.outstanding, -(weight as isize), multiple);
+    pub fn completed_in_mpi(&self, weight: usize) {
+        add(&self.outstanding, -(weight as isize), self.multiple());
     }
 
     #[inline]
@@ -191,33 +244,36 @@ impl Takeover {
     }
 
     /// Enters MPI for a delegated receive: `false` if the communicator was taken over.
-    /// At `MPI_THREAD_MULTIPLE` a permit is held until [`Takeover::leave_mpi`].
+    /// At `MPI_THREAD_MULTIPLE` a permit is held until [`Takeover::leave_mpi`] (on the same
+    /// thread): the increment and the switch's store of the mode are sequentially consistent,
+    /// so either this call sees the takeover or the switch sees the permit and waits.
     #[inline]
-    pub fn enter_mpi(&self, multiple: bool) -> bool {
-        if !multiple {
+    pub fn enter_mpi(&self) -> bool {
+        if !self.multiple() {
             return self.mode() == Mode::Delegated;
         }
-        self.permits.fetch_add(1, SeqCst);
+        let permits = &self.shard().permits;
+        permits.fetch_add(1, SeqCst);
         if self.mode.load(SeqCst) == Mode::Delegated as u8 {
             return true;
         }
-        self.permits.fetch_sub(1, SeqCst);
+        permits.fetch_sub(1, SeqCst);
         false
     }
 
     /// Enters MPI for a receive no held message fits ([`Mode::Held`]); the caller holds the
     /// communicator's queues lock, under which the mode changes, so no check is needed.
     #[inline]
-    pub fn enter_mpi_held(&self, multiple: bool) {
-        if multiple {
-            self.permits.fetch_add(1, SeqCst);
+    pub fn enter_mpi_held(&self) {
+        if self.multiple() {
+            self.shard().permits.fetch_add(1, SeqCst);
         }
     }
 
     #[inline]
-    pub fn leave_mpi(&self, multiple: bool) {
-        if multiple {
-            self.permits.fetch_sub(1, SeqCst);
+    pub fn leave_mpi(&self) {
+        if self.multiple() {
+            self.shard().permits.fetch_sub(1, SeqCst);
         }
     }
 
@@ -230,8 +286,10 @@ impl Takeover {
         }
         self.mode.store(mode as u8, SeqCst);
         if mode == Mode::Takeover {
-            while self.permits.load(SeqCst) > 0 {
-                std::hint::spin_loop();
+            for shard in self.shards.iter() {
+                while shard.permits.load(SeqCst) > 0 {
+                    std::hint::spin_loop();
+                }
             }
         } else if old == Mode::Takeover {
             self.dense.store(4, Relaxed);
@@ -257,7 +315,8 @@ impl Takeover {
 
     /// Receives that went to MPI while it matched.
     pub fn delegated_receives(&self) -> u64 {
-        self.delegated_receives.load(Relaxed) as u64
+        let sum = self.shards.iter();
+        sum.map(|s| s.delegated_receives.load(Relaxed) as u64).sum()
     }
 
     /// Time spent in each mode so far, ns (delegated, takeover, held).
@@ -271,8 +330,9 @@ impl Takeover {
     #[inline]
     pub fn delegated_call(&self, policy: Policy) -> Call {
         // Counters need no atomic increment: a lost count only shifts the sampling.
-        let calls = self.calls.load(Relaxed).wrapping_add(1);
-        self.calls.store(calls, Relaxed);
+        let shard = self.shard();
+        let calls = shard.calls.load(Relaxed).wrapping_add(1);
+        shard.calls.store(calls, Relaxed);
         match policy {
             Policy::Always => Call::TakeOver,
             Policy::Flip(n) => {
@@ -303,8 +363,9 @@ impl Takeover {
     /// A receive-side call on this communicator that goes to MPI with nothing to watch:
     /// delegated under `auto`, neither timed nor (posting a receive) followed, and no takeover
     /// due. Counts it as [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would;
-    /// false leaves everything as it was, for the full path to decide. Below
-    /// `MPI_THREAD_MULTIPLE` only.
+    /// false leaves everything as it was, for the full path to decide. At
+    /// `MPI_THREAD_MULTIPLE` true also means a permit was taken, as [`Takeover::enter_mpi`]
+    /// takes it: the caller calls MPI, then [`Takeover::leave_mpi`].
     #[inline]
     pub fn plain_delegation(&self, policy: Policy, call: PlainCall) -> bool {
         if policy != Policy::Auto
@@ -314,9 +375,10 @@ impl Takeover {
         {
             return false;
         }
+        let shard = self.shard();
         let posting = call == PlainCall::Irecv;
-        let calls = self.calls.load(Relaxed).wrapping_add(1);
-        let followed = self
+        let calls = shard.calls.load(Relaxed).wrapping_add(1);
+        let followed = shard
             .nonblocking
             .load(Relaxed)
             .wrapping_add(posting as usize);
@@ -324,10 +386,18 @@ impl Takeover {
         {
             return false;
         }
-        self.calls.store(calls, Relaxed);
-        self.nonblocking.store(followed, Relaxed);
+        let multiple = self.multiple();
+        if multiple {
+            shard.permits.fetch_add(1, SeqCst);
+            if self.mode.load(SeqCst) != Mode::Delegated as u8 {
+                shard.permits.fetch_sub(1, SeqCst);
+                return false;
+            }
+        }
+        shard.calls.store(calls, Relaxed);
+        shard.nonblocking.store(followed, Relaxed);
         if call != PlainCall::Iprobe {
-            add(&self.delegated_receives, 1, false);
+            add(&shard.delegated_receives, 1, multiple);
         }
         true
     }
@@ -388,8 +458,9 @@ impl Takeover {
                 due
             }
             Policy::Flip(n) => {
-                let calls = self.calls.load(Relaxed).wrapping_add(1);
-                self.calls.store(calls, Relaxed);
+                let shard = self.shard();
+                let calls = shard.calls.load(Relaxed).wrapping_add(1);
+                shard.calls.store(calls, Relaxed);
                 calls.is_multiple_of(n)
             }
         };
@@ -436,7 +507,7 @@ mod tests {
 
     #[test]
     fn deep_timed_calls_in_a_row_ask_for_takeover() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         let deep = 100 + 64 * MPI_NS_PER_ELEMENT;
         assert!(!t.timed(100, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
@@ -466,7 +537,7 @@ mod tests {
 
     #[test]
     fn a_queue_received_in_reverse_from_the_first_call_is_deep_against_the_found_floor() {
-        let t = Takeover::new(Policy::Auto, 64, 0, 100);
+        let t = Takeover::new(Policy::Auto, 64, (0, 100), false);
         // Each call finds its message, each searching a little less deep than the one before.
         let depths = [4096, 4080, 4064, 4048];
         for (i, depth) in depths.iter().enumerate() {
@@ -477,7 +548,7 @@ mod tests {
 
     #[test]
     fn calls_that_found_their_message_are_compared_among_themselves() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         assert!(!t.timed(100, 1.0, || false));
         // Moving the message costs more than posting a receive: not a deeper search.
         for _ in 0..2 * DEEP_IN_A_ROW {
@@ -489,7 +560,7 @@ mod tests {
 
     #[test]
     fn many_outstanding_receives_ask_for_takeover_and_episodes_move_the_limit() {
-        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 8, (0, u64::MAX), false);
         t.dense.store(0, Relaxed);
         t.outstanding.store(16, Relaxed);
         assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
@@ -510,7 +581,7 @@ mod tests {
 
     #[test]
     fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         assert!(
             !t.plain_delegation(Policy::Auto, PlainCall::Recv),
             "timed after creation"
@@ -543,14 +614,14 @@ mod tests {
 
     #[test]
     fn switches_are_counted_with_time_per_mode() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         t.switch(Mode::Takeover, 100);
         t.switch(Mode::Takeover, 150);
         t.switch(Mode::Delegated, 400);
         assert_eq!(t.switches(), 2);
         assert_eq!(t.takeovers(), 1);
         assert_eq!(t.time_in(1000), [100 + 600, 300, 0]);
-        let always = Takeover::new(Policy::Always, 64, 0, u64::MAX);
+        let always = Takeover::new(Policy::Always, 64, (0, u64::MAX), false);
         assert_eq!(always.takeovers(), 1, "starting in takeover is one");
         always.switch(Mode::Delegated, 10);
         always.switch(Mode::Takeover, 20);
@@ -559,7 +630,7 @@ mod tests {
 
     #[test]
     fn shallow_takeovers_give_matching_back_keeping_held_messages() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         let shallow = |matches| {
             let mut s = Signals::default();
             (0..matches).for_each(|_| s.observe(0));
@@ -605,17 +676,14 @@ mod tests {
     }
 
     #[test]
-    fn held_mode_counts_its_own_time_and_a_takeover_from_it_waits_for_permits() {
-        let t = Takeover::new(Policy::Auto, 64, 0, u64::MAX);
+    fn held_mode_counts_its_own_time_and_gives_permits_only_under_the_lock() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
         t.switch(Mode::Takeover, 10);
         t.switch(Mode::Held, 30);
         assert_eq!(t.mode(), Mode::Held);
-        t.enter_mpi_held(true);
-        assert!(
-            !t.enter_mpi(true),
-            "only the lock holder routes in held mode"
-        );
-        t.leave_mpi(true);
+        t.enter_mpi_held();
+        assert!(!t.enter_mpi(), "only the lock holder routes in held mode");
+        t.leave_mpi();
         t.switch(Mode::Takeover, 60);
         t.switch(Mode::Delegated, 100);
         assert_eq!(t.time_in(100), [10, 60, 30]);
@@ -624,7 +692,7 @@ mod tests {
 
     #[test]
     fn an_episode_that_did_not_pay_makes_the_next_takeover_wait() {
-        let t = Takeover::new(Policy::Auto, 8, 0, u64::MAX);
+        let t = Takeover::new(Policy::Auto, 8, (0, u64::MAX), false);
         t.dense.store(0, Relaxed);
         t.outstanding.store(17, Relaxed);
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);

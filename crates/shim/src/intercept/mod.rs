@@ -28,7 +28,7 @@ mod entry {
         abi, next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message,
         MPI_Op, MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session,
     };
-    use crate::runtime::p2p::plainly_delegated;
+    use crate::runtime::p2p::{plainly_delegated, plainly_delegated_threaded};
     use crate::runtime::{runtime, serial_runtime, Error, Runtime};
     use matchshim_core::protocol::PlainCall;
     #[allow(unused_imports)]

@@ -14,7 +14,7 @@ use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, GiveBack, Inbox, Key, Mode, Policy, Posted, Probe, Queues, Takeover,
+    Call, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
@@ -257,7 +257,7 @@ pub struct Permit<'a> {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.comm.takeover.leave_mpi(self.comm.process.multiple);
+        self.comm.takeover.leave_mpi();
     }
 }
 
@@ -463,7 +463,12 @@ impl Comm {
             size,
             rank,
             inter,
-            takeover: Takeover::new(process.policy, process.depth, now_ns, process.found_floor),
+            takeover: Takeover::new(
+                process.policy,
+                process.depth,
+                (now_ns, process.found_floor),
+                process.multiple,
+            ),
             locked: Mutex::new(Locked {
                 queues: Queues::new(process.engine, params, engine_for, Some(&process.clock)),
                 receiving: Vec::new(),
@@ -519,7 +524,6 @@ impl Comm {
     /// `User` calls.
     #[inline]
     pub fn route(&'static self, caller: Caller, want: Pattern) -> Route<'static> {
-        let multiple = self.process.multiple;
         loop {
             if self.takeover.mode() == Mode::Delegated {
                 let call = match caller {
@@ -527,7 +531,7 @@ impl Comm {
                     Caller::Schedule => Call::Delegate,
                 };
                 if call != Call::TakeOver {
-                    if !self.takeover.enter_mpi(multiple) {
+                    if !self.takeover.enter_mpi() {
                         continue;
                     }
                     return Route::Mpi {
@@ -581,11 +585,24 @@ impl Comm {
             self.take_over(&mut locked);
             return Some(Route::Shim(Shim { comm: self, locked }));
         }
-        self.takeover.enter_mpi_held(self.process.multiple);
+        self.takeover.enter_mpi_held();
         Some(Route::Mpi {
             timed: call == Call::DelegateTimed,
             permit: Permit { comm: self },
         })
+    }
+
+    /// A call on a delegated communicator that goes to MPI as the user made it, at
+    /// `MPI_THREAD_MULTIPLE`: the permit it holds in MPI (see [`Takeover::plain_delegation`]).
+    #[inline]
+    pub fn plain_permit(&'static self, policy: Policy, call: PlainCall) -> Option<Permit<'static>> {
+        debug_assert!(self.process.multiple);
+        // Made only when taken: a permit's drop gives it back.
+        if self.takeover.plain_delegation(policy, call) {
+            Some(Permit { comm: self })
+        } else {
+            None
+        }
     }
 
     /// Takes matching over from MPI.

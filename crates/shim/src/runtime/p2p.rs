@@ -5,7 +5,7 @@
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::comm::{Caller, Channel, Comm, Drain, ReceivedBy, Recv, Route};
+use super::comm::{Caller, Channel, Comm, Drain, Permit, ReceivedBy, Recv, Route};
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Stage};
 use super::request::{self, Operation, Persistent, Request};
@@ -83,9 +83,13 @@ pub fn target(
 
 /// Whether a receive-side call goes to MPI as the user made it, with nothing for the shim to
 /// do but count it: the way most calls go while queues are short. MPI checks the arguments
-/// itself. False: the call takes the full path.
+/// itself. False: the call takes the full path. Below `MPI_THREAD_MULTIPLE`
+/// ([`plainly_delegated_threaded`] at it).
 #[inline]
 pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
+    if rt.multiple {
+        return false;
+    }
     let Some(comm) = rt.comms.last(comm) else {
         return false;
     };
@@ -93,6 +97,24 @@ pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: Plai
     source != abi().proc_null
         && !(call == PlainCall::Recv && rt.needs_progress())
         && comm.takeover.plain_delegation(rt.config.takeover, call)
+}
+
+/// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, for the calls that return at once: the
+/// permit to hold while MPI has the call (a switch to takeover waits for it), or `None` for
+/// the full path. `MPI_Recv` blocks in MPI, which a permit must not, so it has none.
+#[inline]
+pub fn plainly_delegated_threaded(
+    rt: &Runtime,
+    comm: MPI_Comm,
+    source: c_int,
+    call: PlainCall,
+) -> Option<Permit<'static>> {
+    debug_assert!(call != PlainCall::Recv);
+    let comm = rt.comms.last(comm)?;
+    if source == abi().proc_null {
+        return None;
+    }
+    comm.plain_permit(rt.config.takeover, call)
 }
 
 /// A nonblocking receive MPI now holds for a delegated communicator; followed to its
@@ -104,7 +126,7 @@ fn delegated(rt: &Runtime, comm: &'static Comm, request: MPI_Request) {
     } else {
         0
     };
-    comm.takeover.posted_to_mpi(weight, rt.process.multiple);
+    comm.takeover.posted_to_mpi(weight);
     if weight > 0 {
         debug_assert_eq!(weight, FOLLOW_EVERY);
         rt.requests.insert(request, Request::Delegated(comm));
@@ -152,7 +174,7 @@ pub unsafe fn recv(
     let comm = target.comm;
     let (result, code) = match comm.route(Caller::User, target.pattern()) {
         Route::Mpi { timed, permit } => {
-            comm.takeover.posted_to_mpi(0, rt.process.multiple);
+            comm.takeover.posted_to_mpi(0);
             if !timed && !rt.process.multiple && !rt.needs_progress() {
                 // Native speed: MPI receives, fills the status and reports errors itself.
                 drop(permit);
@@ -441,7 +463,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
                 p.in_mpi.store(true, Ordering::Release);
                 // Persistent receives are registered anyway: each is followed.
                 let weight = (rt.process.policy == Policy::Auto) as usize;
-                comm.takeover.posted_to_mpi(weight, rt.process.multiple);
+                comm.takeover.posted_to_mpi(weight);
             }
             Ok(code)
         }

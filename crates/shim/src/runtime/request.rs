@@ -125,7 +125,7 @@ impl Persistent {
     pub fn done_in_mpi(&self) {
         let process = self.comm.process;
         if self.in_mpi.swap(false, AcqRel) && process.policy == Policy::Auto {
-            self.comm.takeover.completed_in_mpi(1, process.multiple);
+            self.comm.takeover.completed_in_mpi(1);
         }
     }
 }
@@ -164,9 +164,7 @@ impl Request {
     /// MPI completed (or the user freed) the request: what the shim counted for it goes.
     pub fn completed_in_mpi(&self) {
         match self {
-            Request::Delegated(comm) => comm
-                .takeover
-                .completed_in_mpi(FOLLOW_EVERY, comm.process.multiple),
+            Request::Delegated(comm) => comm.takeover.completed_in_mpi(FOLLOW_EVERY),
             Request::Persistent(p) => p.done_in_mpi(),
             Request::Op(_) => {}
         }

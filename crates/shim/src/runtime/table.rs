@@ -7,6 +7,7 @@ use crate::mpi::{self, abi, HandleKey, MPI_Comm};
 use crate::report::{Bursts, CommReport};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,6 +51,19 @@ impl Totals {
     }
 }
 
+thread_local! {
+    /// The communicator this thread looked up last, at `MPI_THREAD_MULTIPLE`: a thread cannot
+    /// clear the others' when MPI frees it, so it stands only while not freed (communicators
+    /// are never deallocated, and MPI may reuse a handle only after freeing its communicator).
+    static LAST: Cell<(usize, Option<&'static Comm>)> = const { Cell::new((usize::MAX, None)) };
+}
+
+#[inline(never)]
+fn last_threaded(handle: MPI_Comm) -> Option<&'static Comm> {
+    let (key, comm) = LAST.with(Cell::get);
+    comm.filter(|c| key == handle.key() && !c.is_freed())
+}
+
 /// Why a handle has no communicator: MPI rejects it.
 pub struct Rejected;
 
@@ -84,11 +98,12 @@ impl CommTable {
         }
     }
 
-    /// The communicator looked up last, if it is `handle` (below `MPI_THREAD_MULTIPLE`).
+    /// The communicator looked up last (by this thread at `MPI_THREAD_MULTIPLE`), if it is
+    /// `handle`.
     #[inline]
     pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         if self.multiple {
-            return None;
+            return last_threaded(handle);
         }
         // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
         match unsafe { self.last.get() } {
@@ -114,7 +129,9 @@ impl CommTable {
             Some(comm) => comm,
             None => self.add(handle)?,
         };
-        if !self.multiple {
+        if self.multiple {
+            LAST.with(|last| last.set((key, Some(comm))));
+        } else {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
             unsafe { self.last.set((key, Some(comm))) };
         }

@@ -2,7 +2,7 @@
 # Point-to-point benchmarks (ci/bench/*.c), natively and under libmatchshim.so, in one go.
 #
 #   ci/bench-p2p.sh [--mpi mpich|openmpi] [--engines "rank list"] [--takeover "auto always"]
-#                   [--rounds R] [--quick]
+#                   [--rounds R] [--quick] [--benches "pingpong bandwidth longqueue"] [--hog N]
 #
 # Benchmarks: pingpong (latency of Recv, Irecv+Wait and Improbe+Mrecv, 1 B to 1 MiB),
 # bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue (N posted or
@@ -32,6 +32,7 @@ ROUNDS=3
 QUICK=0
 TIMEOUT=${BENCH_TIMEOUT:-120}
 BENCHES="pingpong bandwidth longqueue"
+HOGS=0
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
@@ -41,6 +42,8 @@ while [ $# -gt 0 ]; do
         --takeover) MODES=${2:?}; shift 2 ;;
         --rounds) ROUNDS=${2:?}; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --benches) BENCHES=${2:?}; shift 2 ;;
+        --hog) HOGS=${2:?}; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "bench-p2p.sh: unknown argument: $1" >&2; usage 2 >&2 ;;
     esac
@@ -87,6 +90,15 @@ if [ -f "$LIB" ]; then
 else
     echo "note: $LIB not built; native runs only"
 fi
+
+HOG_PIDS=()
+stop_hogs() { [ ${#HOG_PIDS[@]} = 0 ] || kill "${HOG_PIDS[@]}" 2>/dev/null; }
+trap stop_hogs EXIT
+for ((h = 0; h < HOGS; h++)); do
+    (while :; do :; done) &
+    HOG_PIDS+=($!)
+done
+[ "$HOGS" = 0 ] || echo "$HOGS busy loops beside every run"
 
 START=$(date +%s)
 FAILED=0
@@ -222,5 +234,24 @@ for c in (c for c in shims if "@" not in c):
         print(f"target {c} {label}: {worst:.2f}x native ({sense} {limit:.2f}x): "
               + ("met" if met else "MISSED"))
 EOF
+if [[ " $BENCHES " == *" longqueue "* ]]; then
+    python3 - "$OUT/raw" "${CONFIGS[@]}" <<'EOF'
+import glob, json, sys
+
+raw, configs = sys.argv[1], sys.argv[2:]
+for c in (c for c in configs if c != "native"):
+    pattern = f"{raw}/longqueue.{c.replace(':', '-').replace('@', '-')}.r*.report.jsonl"
+    shim = mpi = takeovers = 0
+    for path in glob.glob(pattern):
+        for line in open(path):
+            for comm in json.loads(line).get("comms", []):
+                shim += comm["takeover_matches"]
+                mpi += comm["delegated_receives"]
+                takeovers += (comm["switches"] + 1) // 2
+    if shim + mpi:
+        print(f"longqueue {c}: the shim matched {shim} receives, MPI {mpi} "
+              f"({100 * shim / (shim + mpi):.1f} % in the shim), about {takeovers} takeovers")
+EOF
+fi
 echo "total $(($(date +%s) - START))s; raw output in $OUT/raw, results in $RESULTS and $OUT/ratios.txt"
 exit $FAILED

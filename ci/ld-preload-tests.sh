@@ -114,8 +114,9 @@ first_missing() {
     done < <(grep -E '^(ok|FAIL|skip) ' "$1" | sed -E 's/^[a-zA-Z]+ ([^:]*).*/\1/')
 }
 
+# A run's output: its standard output, then what it wrote to standard error.
 show_output() {
-    sed 's/^/    | /' "$1" | head -n 60
+    cat "$1" "$1.err" 2>/dev/null | sed 's/^/    | /' | head -n 60
 }
 
 ranks_of() {
@@ -150,7 +151,8 @@ build() {
     esac
 }
 
-# run_case MPI ENGINE MODE PROG N -> sets $out and $report; returns the run's exit status
+# run_case MPI ENGINE MODE PROG N -> sets $out and $report; returns the run's exit status.
+# Standard error goes to $out.err: the shim's line at MPI_Finalize must not split a check line.
 run_case() {
     local mpi=$1 engine=$2 mode=$3 prog=$4 n=$5 bin="$ROOT/target/ld-preload-tests/$1/$4"
     out="$tmp/$mpi.$engine.$mode.$prog.$n.out"
@@ -159,7 +161,7 @@ run_case() {
     local cmd
     mapfile -t cmd < <(launcher "$mpi" "$n" shm unbound yield)
     if [ "$engine" = native ]; then
-        timeout -k 5 "$run_timeout" "${cmd[@]}" "$bin" >"$out" 2>&1
+        timeout -k 5 "$run_timeout" "${cmd[@]}" "$bin" >"$out" 2>"$out.err"
     else
         # env inside the command line: the launcher cannot drop the variables. The gpu
         # engine's settings pass through from the caller.
@@ -174,7 +176,7 @@ run_case() {
         [ -n "$coll" ] && vars+=("MATCHSHIM_COLL=$coll")
         timeout -k 5 "$run_timeout" "${cmd[@]}" env LD_PRELOAD="$(shim_lib_for "$mpi")" \
             MATCHSHIM_ENGINE="$engine" MATCHSHIM_TAKEOVER="$mode" MATCHSHIM_REPORT="$report" \
-            "${vars[@]}" "$bin" >"$out" 2>&1
+            "${vars[@]}" "$bin" >"$out" 2>"$out.err"
     fi
 }
 

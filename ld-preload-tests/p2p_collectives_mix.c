@@ -123,6 +123,67 @@ static void peer_needs_pending_receive(int coll, const char *name)
     report(name);
 }
 
+/* A long posted queue across a blocking collective: rank 1 posts K receives
+ * (tags 0..K-1 from rank 0, and before tag K/2 one more for that tag from any
+ * source), then joins the collective; rank 0 sends the top quarter of the tags
+ * in reverse before it and the rest after, tag K/2 twice. Each receive gets
+ * what one ordered list gives it: the any-source receive the first tag-K/2
+ * message, its twin the second. Where the shim took the queue over, the
+ * receives go to MPI for the collective and come back after it. */
+static void posted_queue_across(int coll, const char *name)
+{
+    enum { K = 400 };
+    int(*b)[N] = malloc(sizeof *b * (K + 1)), x = t_rank, sum = 0;
+    MPI_Request r[K + 1];
+    MPI_Status st[K + 1];
+    MPI_Comm made = MPI_COMM_NULL;
+    /* where tag t's receive is: the any-source one sits at K/2, tags from K/2 up one later */
+    int at[K];
+    for (int t = 0; t < K; t++)
+        at[t] = t < K / 2 ? t : t + 1;
+    if (t_rank == 1) {
+        for (int t = 0; t < K; t++) {
+            if (t == K / 2)
+                CHK(MPI_Irecv(b[K / 2], N, MPI_INT, MPI_ANY_SOURCE, t, MPI_COMM_WORLD, &r[K / 2]));
+            CHK(MPI_Irecv(b[at[t]], N, MPI_INT, 0, t, MPI_COMM_WORLD, &r[at[t]]));
+        }
+    }
+    int sent = 0, tags[K + 1], seqs[K + 1];
+    for (int t = K - 1; t >= 0; t--) {
+        tags[sent] = t, seqs[sent++] = 0;
+        if (t == K / 2)
+            tags[sent] = t, seqs[sent++] = 1;
+    }
+    int before = K / 4;
+    if (t_rank == 0)
+        for (int i = 0; i < before; i++) {
+            int m[N];
+            fill(m, N, 0, tags[i], seqs[i]);
+            CHK(MPI_Send(m, N, MPI_INT, 1, tags[i], MPI_COMM_WORLD));
+        }
+    switch (coll) {
+    case 0: CHK(MPI_Barrier(MPI_COMM_WORLD)); break;
+    case 1: CHK(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD)); break;
+    case 2: CHK(MPI_Comm_dup(MPI_COMM_WORLD, &made)); break;
+    }
+    if (t_rank == 0)
+        for (int i = before; i < sent; i++) {
+            int m[N];
+            fill(m, N, 0, tags[i], seqs[i]);
+            CHK(MPI_Send(m, N, MPI_INT, 1, tags[i], MPI_COMM_WORLD));
+        }
+    if (t_rank == 1) {
+        CHK(MPI_Waitall(K + 1, r, st));
+        for (int t = 0; t < K; t++)
+            EXPECT_MSG(b[at[t]], N, 0, t, t == K / 2, st[at[t]]);
+        EXPECT_MSG(b[K / 2], N, 0, K / 2, 0, st[K / 2]);
+    }
+    if (made != MPI_COMM_NULL)
+        CHK(MPI_Comm_free(&made));
+    free(b);
+    report(name);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -137,5 +198,8 @@ int main(int argc, char **argv)
     peer_needs_pending_receive(2, "peer_needs_pending_receive_bcast");
     peer_needs_pending_receive(3, "peer_needs_pending_receive_comm_split");
     peer_needs_pending_receive(4, "peer_needs_pending_receive_comm_dup");
+    posted_queue_across(0, "posted_queue_across_barrier");
+    posted_queue_across(1, "posted_queue_across_allreduce");
+    posted_queue_across(2, "posted_queue_across_comm_dup");
     return t_finish();
 }

@@ -420,7 +420,17 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          match guarded(\"{name}\", rt, |rt| unsafe {{ {handler_call} }}) {{\n            \
          Ok(code) | Err(Error::Raised(code)) => code,\n            \
          // SAFETY: as above.\n            \
-         Err(Error::Invalid | Error::ToMpi) => unsafe {{ next::{name}({args}) }},\n        \
+         Err(Error::Invalid) => unsafe {{ next::{name}({args}) }},\n            \
+         // MPI runs the call; receives the shim lent it for the call come back after.\n            \
+         Err(Error::ToMpi) => {{\n                \
+         // SAFETY: as above.\n                \
+         let code = unsafe {{ next::{name}({args}) }};\n                \
+         let _ = guarded(\"{name}\", rt, |rt| {{\n                    \
+         rt.step_back();\n                    \
+         Ok(code)\n                \
+         }});\n                \
+         code\n            \
+         }}\n        \
          }}\n    }}\n"
     )
     .unwrap();

@@ -7,7 +7,8 @@
 //! they come; before a blocking call MPI runs, every waiting receive is handed to MPI while
 //! the queues keep their unexpected messages (`Op::HandBack`). Where they keep some, the
 //! communicator is held (`Mode::Held`): a receive one of them fits takes it, any other goes
-//! to MPI, nothing is drained, and MPI matches alone once none is left.
+//! to MPI, nothing is drained, and MPI matches alone once none is left. After such a call the
+//! receives MPI did not match come back to the queues (`Op::Blocking`).
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
@@ -29,6 +30,10 @@ enum Op {
     /// Before a blocking call MPI runs: every waiting receive goes to MPI, while the queues
     /// may keep unexpected messages.
     HandBack,
+    /// A blocking call MPI runs, below `MPI_THREAD_MULTIPLE`: the waiting receives are lent
+    /// to MPI, these messages arrive meanwhile, then the receives MPI did not match come back
+    /// to the queues (cancelled youngest first) and the shim matches again.
+    Blocking(Vec<Envelope>),
 }
 
 type Pair = (u64, u64);
@@ -101,9 +106,12 @@ impl Shim {
             adaptive_window: 4,
             ..EngineParams::default()
         };
+        let mut queues = Queues::new(kind, params, build_engine, None);
+        // Drains with no receive waiting stop early, as under `auto`.
+        queues.limit_drain_ahead(2);
         Shim {
             mpi: Lists::default(),
-            queues: Queues::new(kind, params, build_engine, None),
+            queues,
             takeover: Takeover::new(Policy::Auto, 64, (0, u64::MAX), false),
             pairs: BTreeSet::new(),
         }
@@ -175,14 +183,19 @@ impl Shim {
     }
 
     /// The receives go to MPI in posting order; matching goes back to MPI, held if the
-    /// queues keep unexpected messages.
-    fn hand_back(&mut self) {
+    /// queues keep unexpected messages. The receives MPI did not match at once, in posting
+    /// order.
+    fn hand_back(&mut self) -> Vec<(u64, Pattern)> {
         if self.takeover.mode() != Mode::Takeover {
-            return;
+            return Vec::new();
         }
+        let mut lent = Vec::new();
         for (id, want) in self.queues.give_back() {
-            if let Some(msg) = self.mpi.post(id, want) {
-                self.pairs.insert((id, msg));
+            match self.mpi.post(id, want) {
+                Some(msg) => {
+                    self.pairs.insert((id, msg));
+                }
+                None => lent.push((id, want)),
             }
         }
         let mode = if self.queues.queued().1 == 0 {
@@ -191,6 +204,33 @@ impl Shim {
             Mode::Held
         };
         self.takeover.switch(mode, 0);
+        lent
+    }
+
+    /// A blocking call MPI runs with the waiting receives lent to it (`Runtime::step_aside`
+    /// and `step_back` in the shim).
+    fn blocking(&mut self, first_id: u64, arrivals: &[Envelope]) {
+        let lent = self.hand_back();
+        for (k, env) in arrivals.iter().enumerate() {
+            self.arrive(first_id + k as u64, *env);
+        }
+        if lent.is_empty() {
+            return;
+        }
+        // Cancelled youngest first: those MPI did not match leave its posted list.
+        let mut back = Vec::new();
+        for &(id, want) in lent.iter().rev() {
+            if let Some(i) = self.mpi.posted.iter().position(|&(p, _)| p == id) {
+                self.mpi.posted.remove(i);
+                back.push((id, want));
+            }
+        }
+        for (id, want) in back.into_iter().rev() {
+            if let Posted::Found(msg) = self.queues.post(want, |_| (id, want)) {
+                self.pairs.insert((id, msg));
+            }
+        }
+        self.takeover.switch(Mode::Takeover, 0);
     }
 }
 
@@ -224,6 +264,15 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::TakeOver),
         1 => Just(Op::GiveBack),
         1 => Just(Op::HandBack),
+        1 => prop::collection::vec(
+            (0..3i32, 0..3i32).prop_map(|(source, tag)| Envelope {
+                source,
+                tag,
+                class: Class::PointToPoint,
+            }),
+            0..3,
+        )
+        .prop_map(Op::Blocking),
     ]
 }
 
@@ -250,7 +299,19 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
             Op::Drain => shim.drain(),
             Op::TakeOver => shim.take_over(),
             Op::GiveBack => shim.give_back(),
-            Op::HandBack => shim.hand_back(),
+            Op::HandBack => {
+                shim.hand_back();
+            }
+            Op::Blocking(arrivals) => {
+                // Each arrival is a message with its own id, after this operation's.
+                let first = 1_000_000 + id * 10;
+                for (k, env) in arrivals.iter().enumerate() {
+                    if let Some(recv) = list.arrive(first + k as u64, *env) {
+                        reference.insert((recv, first + k as u64));
+                    }
+                }
+                shim.blocking(first, arrivals);
+            }
         }
     }
     // Messages still inside MPI meet the receives the shim holds once drained.

@@ -497,6 +497,14 @@ pub fn wait(request: &mut MPI_Request) -> (MPI_Status, Code) {
     (status, err)
 }
 
+/// Whether a completed request's status says it was cancelled.
+pub fn cancelled(status: &MPI_Status) -> bool {
+    let mut flag = 0;
+    // SAFETY: a status MPI wrote.
+    unsafe { PMPI_Test_cancelled(status, &mut flag) };
+    flag != 0
+}
+
 pub fn cancel(request: &mut MPI_Request) -> Code {
     // SAFETY: request is a live request handle.
     unsafe { crate::mpi::next::MPI_Cancel(request) }

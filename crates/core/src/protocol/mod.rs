@@ -43,6 +43,13 @@
 //!    [`Takeover::enter_mpi_held`]), so no receive reaches MPI after a message it should get
 //!    was drained. Receives of different threads
 //!    racing each other have no order in MPI.
+//! 6. After the blocking call of point 3 (below `MPI_THREAD_MULTIPLE`, where no other
+//!    receive can reach MPI meanwhile), the receives handed over come back: cancelled in MPI
+//!    youngest first, so the ones MPI still holds are always the oldest and a message it
+//!    matches meanwhile goes to the oldest receive that fits, as in one ordered list; those
+//!    cancelled return to the queues in posting order, older than any receive posted later,
+//!    and the shim takes over again (point 1, the held messages first). So a takeover of a
+//!    long posted queue outlives a barrier between posting and sending.
 //!
 //! `crates/core/tests/takeover_model.rs` checks this argument on a model: MPI's own queues,
 //! these queues with every engine and random switches give exactly the matches of one

@@ -58,7 +58,9 @@ pub unsafe fn dup(rt: &'static Runtime, comm: MPI_Comm, newcomm: *mut MPI_Comm) 
     let code = if rt.config.coll != CollMode::Shim || rt.comm(comm)?.inter {
         rt.step_aside();
         // SAFETY: the caller's arguments.
-        unsafe { next::MPI_Comm_dup(comm, newcomm) }
+        let code = unsafe { next::MPI_Comm_dup(comm, newcomm) };
+        rt.step_back();
+        code
     } else {
         nonblocking_then_wait(rt, |r| {
             // SAFETY: the caller's `newcomm`, written once the request completes in this call.
@@ -83,6 +85,7 @@ macro_rules! constructor {
             rt.step_aside();
             // SAFETY: the caller's arguments.
             let code = unsafe { next::$mpi($($arg),*) };
+            rt.step_back();
             // SAFETY: MPI wrote the new handle when it succeeded (else it is not read).
             adopt(rt, code, if code == abi().success { unsafe { *$out } } else { abi().comm_null })
         }

@@ -7,7 +7,8 @@
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Message, Stage};
 use crate::matching::{
-    build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
+    build_engine, Assertions, Class, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine,
+    Pattern, ANY_SOURCE, ANY_TAG,
 };
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
@@ -57,6 +58,16 @@ impl Process {
             pending: AtomicUsize::new(0),
             listed: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A communicator's queues. Under `auto` a drain with no receive waiting pulls at most
+    /// `2·D` messages: a takeover that does not pay leaves the rest of a long queue to MPI.
+    fn queues(&'static self, params: EngineParams) -> Queues<Message, Arc<Recv>> {
+        let mut queues = Queues::new(self.engine, params, engine_for, Some(&self.clock));
+        if self.policy == Policy::Auto {
+            queues.limit_drain_ahead(2 * self.depth as usize);
+        }
+        queues
     }
 
     /// How many receives in the process need the shim's progress.
@@ -196,6 +207,9 @@ pub struct Locked {
     queues: Queues<Message, Arc<Recv>>,
     receiving: Vec<Arc<Recv>>,
     handed: Vec<Arc<Recv>>,
+    /// Receives handed to MPI for a blocking call it runs, in posting order: they come back
+    /// after the call unless MPI matched them ([`Comm::take_back`]).
+    lent: Vec<Arc<Recv>>,
 }
 
 pub struct Comm {
@@ -428,9 +442,13 @@ impl Shim<'_> {
         posted
     }
 
-    /// The earliest matching unexpected message, after a drain; [`Probe::Remove`] removes it.
+    /// The earliest matching unexpected message, after a drain of everything MPI holds (while
+    /// taken over); [`Probe::Remove`] removes it.
     pub fn probe(&mut self, want: Pattern, probe: Probe) -> Option<Message> {
-        self.drain();
+        if self.comm.takeover.mode() == Mode::Takeover {
+            let (queues, mut inbox) = self.locked.inbox(self.comm);
+            queues.drain_all(&mut inbox);
+        }
         self.locked.queues.probe(want, probe)
     }
 
@@ -470,9 +488,10 @@ impl Comm {
                 process.multiple,
             ),
             locked: Mutex::new(Locked {
-                queues: Queues::new(process.engine, params, engine_for, Some(&process.clock)),
+                queues: process.queues(params),
                 receiving: Vec::new(),
                 handed: Vec::new(),
+                lent: Vec::new(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -627,36 +646,111 @@ impl Comm {
 
     /// Hands every waiting receive to MPI, in posting order, then lets MPI match: alone when
     /// the shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
-    /// beside the messages it holds (point 4).
-    fn give_back(&'static self, locked: &mut Locked) {
-        self.hand_receives_to_mpi(locked);
+    /// beside the messages it holds (point 4). The receives MPI took, in posting order.
+    fn give_back(&'static self, locked: &mut Locked) -> Vec<Arc<Recv>> {
+        let handed = self.hand_receives_to_mpi(locked);
         let mode = if locked.queues.queued().1 == 0 {
             Mode::Delegated
         } else {
             Mode::Held
         };
         self.takeover.switch(mode, self.now_ns());
+        handed
     }
 
     /// Before a blocking call that MPI runs: gives matching back (see
-    /// `matchshim_core::protocol`, point 3).
-    pub fn hand_back(&'static self) {
+    /// `matchshim_core::protocol`, point 3). With `lend`, the receives handed over are lent,
+    /// to come back with [`Comm::take_back`] after the call, if all are the user's nonblocking
+    /// receives on the communicator itself; true if they are.
+    pub fn hand_back(&'static self, lend: bool) -> bool {
         let mut locked = self.locked.lock();
-        if self.takeover.mode() == Mode::Takeover {
-            self.give_back(&mut locked);
+        if self.takeover.mode() != Mode::Takeover {
+            return false;
         }
+        let handed = self.give_back(&mut locked);
+        let lendable =
+            |r: &Arc<Recv>| r.received_by == ReceivedBy::Progress && r.channel == Channel::Main;
+        if lend && !handed.is_empty() && handed.iter().all(lendable) {
+            locked.lent = handed;
+            return true;
+        }
+        false
     }
 
-    fn hand_receives_to_mpi(&'static self, locked: &mut Locked) {
+    /// After the blocking call MPI ran: the receives lent to it come back to the shim's queues
+    /// in posting order and the shim matches again (see `matchshim_core::protocol`, point 6).
+    /// They are cancelled in MPI youngest first, so those MPI still holds are always the
+    /// oldest and a message it matches meanwhile goes where one ordered list sends it; one
+    /// MPI matched completes as MPI received it.
+    pub fn take_back(&'static self) {
+        let mut locked = self.locked.lock();
+        let lent = std::mem::take(&mut locked.lent);
+        if lent.is_empty() || self.is_freed() {
+            return;
+        }
+        // A receive MPI matched may fail (truncated): its error is the user's completion's.
+        let _quiet = mpi::Quiet::new(&[self.handle, abi().comm_world]);
+        let mut back = Vec::with_capacity(lent.len());
+        for recv in lent.iter().rev() {
+            let Stage::InMpi(mut request) = recv.stage() else {
+                continue;
+            };
+            mpi::cancel(&mut request);
+            let (status, err) = mpi::wait(&mut request);
+            if mpi::cancelled(&status) {
+                back.push(recv.clone());
+            } else {
+                recv.finish(status, err);
+                self.add_pending(-1);
+            }
+        }
+        // The lent receives left MPI, matched or taken back.
+        let lent: rustc_hash::FxHashSet<*const Recv> = lent.iter().map(Arc::as_ptr).collect();
+        locked
+            .handed
+            .retain(|recv| !lent.contains(&Arc::as_ptr(recv)));
+        for recv in back.into_iter().rev() {
+            let want = Pattern {
+                source: if recv.source == abi().any_source {
+                    ANY_SOURCE
+                } else {
+                    recv.source
+                },
+                tag: if recv.tag == abi().any_tag {
+                    ANY_TAG
+                } else {
+                    recv.tag
+                },
+                class: Class::PointToPoint,
+            };
+            let queued = recv.clone();
+            let posted = locked.queues.post(want, |key| {
+                queued.set_stage(Stage::Queued(key));
+                queued
+            });
+            if let Posted::Found(message) = posted {
+                let Locked { receiving, .. } = &mut *locked;
+                self.land_now(recv, message, receiving);
+            }
+        }
+        self.takeover.switch(Mode::Takeover, self.now_ns());
+    }
+
+    fn hand_receives_to_mpi(&'static self, locked: &mut Locked) -> Vec<Arc<Recv>> {
+        let mut handed = Vec::new();
         for recv in locked.queues.give_back() {
             let posted = recv
                 .buffer
                 .post_to_mpi(recv.source, recv.tag, self.channel(recv.channel));
             match (posted, recv.received_by) {
-                (Ok(request), ReceivedBy::Caller) => recv.set_stage(Stage::InMpi(request)),
+                (Ok(request), ReceivedBy::Caller) => {
+                    recv.set_stage(Stage::InMpi(request));
+                    handed.push(recv);
+                }
                 (Ok(request), ReceivedBy::Progress) => {
                     recv.set_stage(Stage::InMpi(request));
-                    locked.handed.push(recv);
+                    locked.handed.push(recv.clone());
+                    handed.push(recv);
                 }
                 (Err(err), received_by) => {
                     recv.finish(mpi::zeroed_status(), err);
@@ -666,6 +760,7 @@ impl Comm {
                 }
             }
         }
+        handed
     }
 
     /// Receives a message matched to a receive that progress completes.

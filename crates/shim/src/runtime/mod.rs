@@ -28,6 +28,7 @@ use crate::config::Config;
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Request, MPI_Status};
 use crate::report::RankReport;
 use comm::{Comm, Process};
+use parking_lot::Mutex;
 use request::Registry;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
@@ -78,6 +79,8 @@ pub struct Runtime {
     pub requests: Registry,
     /// Clients with work under way.
     busy_clients: AtomicUsize,
+    /// Communicators whose receives are lent to MPI for the blocking call it runs now.
+    lent: Mutex<Vec<&'static Comm>>,
     clients: &'static [&'static dyn Client],
     finalized: AtomicBool,
 }
@@ -131,6 +134,9 @@ pub fn current_call() -> &'static str {
 /// Self-sends timed at `MPI_Init` for [`found_floor`]; the quickest counts.
 const FLOOR_ROUNDS: usize = 16;
 
+/// Probes at most, per round of [`found_floor`], for its message to reach MPI's queue.
+const FLOOR_POLLS: usize = 10_000;
+
 /// MPI's cost in clock ticks of a receive call that finds its message at once with nothing
 /// else queued: a message sent to itself on a private communicator, received. A floor learned
 /// only from the program's calls never sees depth when every call searches deep (a queue
@@ -154,6 +160,13 @@ fn found_floor(clock: &clock::Clock) -> u64 {
             ) else {
                 break;
             };
+            // The message waits in MPI before the receive is timed: one still on its way
+            // would be matched later, and this round would tell nothing.
+            for _ in 0..FLOOR_POLLS {
+                if !matches!(mpi::iprobe(0, 0, comm), Ok(None)) {
+                    break;
+                }
+            }
             let start = clock.ticks();
             let recv = mpi::irecv(
                 &mut received as *mut i32 as *mut c_void,
@@ -201,6 +214,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         comms: CommTable::new(process, comm_freed),
         requests: Registry::new(),
         busy_clients: AtomicUsize::new(0),
+        lent: Mutex::new(Vec::new()),
         clients,
         finalized: AtomicBool::new(false),
         config,
@@ -284,16 +298,33 @@ impl Runtime {
 
     /// Before a blocking call that MPI runs as the program made it on every rank: the receives
     /// waiting in the shim go to MPI, since a peer's synchronous (or rendezvous) send may need
-    /// one of them before the peer can join the call. Callers make sure no client is busy (no
-    /// collective of the shim's is under way).
+    /// one of them before the peer can join the call. Below `MPI_THREAD_MULTIPLE` they are
+    /// lent: [`Runtime::step_back`] takes them back after the call, so that a takeover of a
+    /// long posted queue outlives a barrier between posting and sending. (At that level
+    /// another thread's receive may reach MPI meanwhile, younger than the lent ones.)
+    /// Callers make sure no client is busy (no collective of the shim's is under way).
     pub fn step_aside(&self) {
         if self.process.pending() == 0 {
             return;
         }
         let mut list = Vec::new();
         self.process.with_pending(None, &mut list);
-        for comm in list {
-            comm.hand_back();
+        let lend = !self.multiple;
+        list.retain(|comm| comm.hand_back(lend));
+        if !list.is_empty() {
+            *self.lent.lock() = list;
+        }
+    }
+
+    /// After the blocking call [`Runtime::step_aside`] went before: the receives lent to MPI
+    /// that it did not match come back to the shim's queues.
+    pub fn step_back(&self) {
+        if self.multiple {
+            return;
+        }
+        let lent = std::mem::take(&mut *self.lent.lock());
+        for comm in lent {
+            comm.take_back();
         }
     }
 

@@ -421,6 +421,35 @@ impl Runtime {
             .all(|&r| self.requests.surely_unknown(r))
     }
 
+    /// `MPI_Waitall`'s plain test: [`Runtime::plainly_completed_all`], where the requests the
+    /// shim knows may also be receives MPI holds that the shim follows (`Request::Delegated`):
+    /// MPI's own call completes them all, so they are counted out now.
+    ///
+    /// # Safety
+    /// `requests` holds `count` handles, as `MPI_Waitall` requires.
+    pub unsafe fn plainly_waited_all(&self, count: c_int, requests: *const MPI_Request) -> bool {
+        if self.needs_progress() {
+            return false;
+        }
+        if count <= 0 || requests.is_null() {
+            return true;
+        }
+        // SAFETY: as the caller promises.
+        let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+        let known = self.requests.known_in(handles);
+        if !known
+            .iter()
+            .all(|(_, r)| matches!(r, request::Request::Delegated(_)))
+        {
+            return false;
+        }
+        for (i, request) in known {
+            request.completed_in_mpi();
+            self.requests.remove(handles[i]);
+        }
+        true
+    }
+
     /// Raises `code` through `comm`'s error handler. When that handler ends the program, the
     /// line before MPI's own names the call the user made, which MPI cannot know.
     pub fn raise(&self, comm: MPI_Comm, code: Code) -> Error {

@@ -127,15 +127,11 @@ impl CollComm {
 
     fn began(&self, comm: &Comm) {
         self.running.fetch_add(1, Ordering::AcqRel);
-        if let Some(side) = comm.side.get() {
-            side.enter();
-        }
+        comm.enter_side();
     }
 
     fn finished(&self, comm: &Comm) {
-        if let Some(side) = comm.side.get() {
-            side.leave();
-        }
+        comm.leave_side();
         if self.running.fetch_sub(1, Ordering::AcqRel) == 1 && self.retired.load(Ordering::Acquire)
         {
             self.free(comm);

@@ -7,8 +7,7 @@
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Message, Stage};
 use crate::matching::{
-    build_engine, Assertions, Class, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine,
-    Pattern, ANY_SOURCE, ANY_TAG,
+    build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
 };
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
@@ -98,33 +97,17 @@ impl Process {
 }
 
 /// A second MPI communicator whose messages are drained into the same engine, classified by
-/// their tags (the private duplicate that carries collective traffic). Drained only while it
-/// has users, since its messages wait in MPI until a user wants them.
+/// their tags (the private duplicate that carries collective traffic). Drained only while the
+/// shim's collectives run on the communicator ([`Comm::enter_side`]), since its messages wait in
+/// MPI until one of them wants them.
 pub struct Side {
     pub handle: MPI_Comm,
     tags: TagLayout,
-    users: AtomicUsize,
 }
 
 impl Side {
     pub fn new(handle: MPI_Comm, tags: TagLayout) -> Side {
-        Side {
-            handle,
-            tags,
-            users: AtomicUsize::new(0),
-        }
-    }
-
-    pub fn enter(&self) {
-        self.users.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub fn leave(&self) {
-        self.users.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    pub fn in_use(&self) -> bool {
-        self.users.load(Ordering::Acquire) > 0
+        Side { handle, tags }
     }
 }
 
@@ -226,6 +209,10 @@ pub struct Comm {
     pending: AtomicUsize,
     listed: AtomicBool,
     pub side: OnceLock<Side>,
+    /// The shim's collectives running on it: they use the side, which is drained meanwhile.
+    /// Counted on the communicator, since one may begin before its side exists (made with a
+    /// nonblocking duplicate) and use it once made.
+    side_users: AtomicUsize,
     /// Its info makes an MPI-4 matching assertion (`mpi_assert_*`), the same on every rank.
     asserts: AtomicBool,
     /// The user is freeing it: its waiting receives went to MPI, which matches for it.
@@ -351,7 +338,7 @@ impl Inbox<Message, Arc<Recv>> for MpiInbox<'_> {
                     .comm
                     .side
                     .get()
-                    .filter(|s| s.in_use())
+                    .filter(|_| self.comm.side_users.load(Ordering::Acquire) > 0)
                     .map(|s| s.handle),
             };
             if let Some((handle, status)) = handle.and_then(mpi::improbe_any) {
@@ -496,6 +483,7 @@ impl Comm {
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
             side: OnceLock::new(),
+            side_users: AtomicUsize::new(0),
             asserts: AtomicBool::new(assertions != Assertions::default()),
             released: AtomicBool::new(false),
             freed: AtomicBool::new(false),
@@ -624,6 +612,16 @@ impl Comm {
         }
     }
 
+    /// A collective of the shim's begins on this communicator: its side is drained until
+    /// [`Comm::leave_side`].
+    pub fn enter_side(&self) {
+        self.side_users.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn leave_side(&self) {
+        self.side_users.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Takes matching over from MPI.
     fn take_over(&self, locked: &mut Locked) {
         locked.queues.take_over();
@@ -710,19 +708,7 @@ impl Comm {
             .handed
             .retain(|recv| !lent.contains(&Arc::as_ptr(recv)));
         for recv in back.into_iter().rev() {
-            let want = Pattern {
-                source: if recv.source == abi().any_source {
-                    ANY_SOURCE
-                } else {
-                    recv.source
-                },
-                tag: if recv.tag == abi().any_tag {
-                    ANY_TAG
-                } else {
-                    recv.tag
-                },
-                class: Class::PointToPoint,
-            };
+            let want = super::p2p::user_pattern(recv.source, recv.tag);
             let queued = recv.clone();
             let posted = locked.queues.post(want, |key| {
                 queued.set_stage(Stage::Queued(key));

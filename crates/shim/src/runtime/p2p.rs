@@ -22,6 +22,19 @@ use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// What a user's receive with MPI's `source` and `tag` values matches.
+pub fn user_pattern(source: c_int, tag: c_int) -> Pattern {
+    Pattern {
+        source: if source == abi().any_source {
+            ANY_SOURCE
+        } else {
+            source
+        },
+        tag: if tag == abi().any_tag { ANY_TAG } else { tag },
+        class: Class::PointToPoint,
+    }
+}
+
 /// A receive's or probe's envelope arguments, checked against the communicator.
 pub struct Target {
     pub comm: &'static Comm,
@@ -31,21 +44,7 @@ pub struct Target {
 
 impl Target {
     fn pattern(&self) -> Pattern {
-        let source = if self.source == abi().any_source {
-            ANY_SOURCE
-        } else {
-            self.source
-        };
-        let tag = if self.tag == abi().any_tag {
-            ANY_TAG
-        } else {
-            self.tag
-        };
-        Pattern {
-            source,
-            tag,
-            class: Class::PointToPoint,
-        }
+        user_pattern(self.source, self.tag)
     }
 
     fn is_proc_null(&self) -> bool {

@@ -48,6 +48,8 @@ pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> 
     if code == abi().success {
         rt.info_changed(comm);
     }
+    // Receives taken back wait in the engine built before the assertions until it is empty.
+    rt.step_back();
     adopt(rt, code, comm)
 }
 

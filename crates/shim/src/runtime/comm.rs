@@ -533,10 +533,7 @@ impl Comm {
     pub fn route(&'static self, caller: Caller, want: Pattern) -> Route<'static> {
         loop {
             if self.takeover.mode() == Mode::Delegated {
-                let call = match caller {
-                    Caller::User => self.takeover.delegated_call(self.process.policy),
-                    Caller::Schedule => Call::Delegate,
-                };
+                let call = self.delegated_call(caller);
                 if call != Call::TakeOver {
                     if !self.takeover.enter_mpi() {
                         continue;
@@ -568,6 +565,16 @@ impl Comm {
         }
     }
 
+    /// Where a call that MPI would match goes: the user's calls move the takeover policy, a
+    /// schedule's go to MPI.
+    #[inline]
+    fn delegated_call(&self, caller: Caller) -> Call {
+        match caller {
+            Caller::User => self.takeover.delegated_call(self.process.policy),
+            Caller::Schedule => Call::Delegate,
+        }
+    }
+
     /// Where a call goes on a held communicator (see `matchshim_core::protocol`, point 4):
     /// through the shim when a held message fits it, else to MPI as if delegated (a takeover
     /// included); `None` once nothing is held and MPI matches alone.
@@ -584,10 +591,7 @@ impl Comm {
         if locked.queues.holds(want) {
             return Some(Route::Shim(Shim { comm: self, locked }));
         }
-        let call = match caller {
-            Caller::User => self.takeover.delegated_call(self.process.policy),
-            Caller::Schedule => Call::Delegate,
-        };
+        let call = self.delegated_call(caller);
         if call == Call::TakeOver {
             self.take_over(&mut locked);
             return Some(Route::Shim(Shim { comm: self, locked }));

@@ -365,14 +365,25 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          #[no_mangle]\n{many_args}\
          pub unsafe extern \"C\" fn {name}({params}) -> c_int {{\n    \
          static BELOW: Below = Below::new(c\"{name}\");\n    \
-         match BELOW.tool() {{\n        \
-         // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n        \
-         Some(tool) => BELOW.pass(tool, || unsafe {{\n            \
-         std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(tool)({args})\n        \
-         }}),\n        \
+         // Out of line, so that the call without a tool costs one load.\n    \
+         #[cold]\n    \
+         #[inline(never)]\n{many_args}    \
+         unsafe fn looked_up({params}) -> c_int {{\n        \
+         match BELOW.tool() {{\n            \
+         // SAFETY: the tool's `{name}`, called as MPI's, with the caller's arguments.\n            \
+         Some(tool) => BELOW.pass(tool, || unsafe {{\n                \
+         std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(tool)({args})\n            \
+         }}),\n            \
+         // SAFETY: the caller's arguments, as MPI requires them.\n            \
+         None => unsafe {{ shim_{name}({args}) }},\n        \
+         }}\n    \
+         }}\n    \
+         if BELOW.absent() {{\n        \
          // SAFETY: the caller's arguments, as MPI requires them.\n        \
-         None => unsafe {{ shim_{name}({args}) }},\n    \
-         }}\n}}\n\n",
+         return unsafe {{ shim_{name}({args}) }};\n    \
+         }}\n    \
+         // SAFETY: as above.\n    \
+         unsafe {{ looked_up({args}) }}\n}}\n\n",
         does = call.does,
     )
     .unwrap();
@@ -383,10 +394,13 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         out,
         "/// {name} at the profiling level: what the shim does with it, for the program or a tool.\n\
          #[export_name = \"P{name}\"]\n{many_args}\
-         pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n    \
-         crate::mpi::reached();\n"
+         pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n"
     )
     .unwrap();
+    // With a plain path, `checked` notes it: the plain path then makes no call but MPI's.
+    if call.plain.is_none() {
+        out.push_str("    crate::mpi::reached();\n");
+    }
     if let Some(raw) = &call.raw {
         writeln!(
             out,
@@ -434,19 +448,34 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          }}\n    }}\n"
     )
     .unwrap();
-    // At MPI_THREAD_MULTIPLE the guard is held until MPI returns.
-    let threaded = match &call.threaded {
-        None => String::new(),
-        Some(threaded) => format!(
-            "if rt.multiple {{\n            \
-             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
-             if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
-             // SAFETY: the caller's arguments, as MPI requires them.\n                \
-             return unsafe {{ next::{name}({args}) }};\n            \
-             }}\n            \
-             // SAFETY: as above.\n            \
-             return unsafe {{ shim_side({args}{comma}rt) }};\n        \
-             }}\n        "
+    // At MPI_THREAD_MULTIPLE one look at the thread's state, and the guard held until MPI
+    // returns; below it the serial test of a call re-entered.
+    let (get_runtime, threaded) = match &call.threaded {
+        None => ("runtime", String::new()),
+        Some(threaded) => (
+            "started_runtime",
+            format!(
+                "if rt.multiple {{\n            \
+                 return thread::with_local(|local| {{\n                \
+                 if local.in_call().is_some() {{\n                    \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n                    \
+                 return unsafe {{ next::{name}({args}) }};\n                \
+                 }}\n                \
+                 // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n                \
+                 if let Some(_held) = unsafe {{ {threaded} }} {{\n                    \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n                    \
+                 return unsafe {{ next::{name}({args}) }};\n                \
+                 }}\n                \
+                 // SAFETY: as above.\n                \
+                 unsafe {{ shim_side({args}{comma}rt) }}\n            \
+                 }});\n        \
+                 }}\n        \
+                 // SAFETY: below MPI_THREAD_MULTIPLE (checked above).\n        \
+                 if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                 return unsafe {{ next::{name}({args}) }};\n        \
+                 }}\n        "
+            ),
         ),
     };
     match &call.plain {
@@ -463,8 +492,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         Some(plain) => write!(
             out,
             "    #[inline(never)]\n{many}    \
-             unsafe fn checked({params}) -> c_int {{\n        \
-             let Some(rt) = runtime() else {{\n            \
+             unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
+             crate::mpi::reached();\n        \
+             let Some(rt) = {get_runtime}() else {{\n            \
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
              return unsafe {{ next::{name}({args}) }};\n        \
              }};\n        \
@@ -480,7 +510,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
              match serial_runtime() {{\n        \
              // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
-             Some(rt) if unsafe {{ {plain} }} => {{\n            \
+             Some(rt) if !crate::mpi::probing() && unsafe {{ {plain} }} => {{\n            \
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
              unsafe {{ next::{name}({args}) }}\n        \
              }}\n        \
@@ -679,14 +709,27 @@ fn next(calls: &[Call]) -> String {
                 out,
                 "/// MPI's own `{name}`: the MPI library's `P{name}`, never a tool's or the shim's.\n\
                  ///\n/// # Safety\n/// The arguments are valid as MPI requires them.\n\
-                 #[inline(always)]\n{many}pub unsafe fn {name}({}) -> c_int {{\n    \
+                 #[inline(always)]\n{many}pub unsafe fn {name}({params}) -> c_int {{\n    \
                  static OWN: Own = Own::new(c\"P{name}\");\n    \
-                 // SAFETY: MPI's `P{name}`, as the caller promises.\n    \
-                 unsafe {{\n        \
-                 std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(OWN.get())({})\n    \
+                 // Out of line, so that the call once known is MPI's alone.\n    \
+                 #[cold]\n    \
+                 #[inline(never)]\n{many}    \
+                 unsafe extern \"C\" fn looked_up({params}) -> c_int {{\n        \
+                 // SAFETY: MPI's `P{name}`, as the caller promises.\n        \
+                 unsafe {{\n            \
+                 std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(OWN.look_up())({args})\n        \
+                 }}\n    \
+                 }}\n    \
+                 match OWN.known() {{\n        \
+                 // SAFETY: as above.\n        \
+                 Some(at) => unsafe {{\n            \
+                 std::mem::transmute::<*mut c_void, unsafe extern \"C\" fn({types}) -> c_int>(at)({args})\n        \
+                 }},\n        \
+                 // SAFETY: as above.\n        \
+                 None => unsafe {{ looked_up({args}) }},\n    \
                  }}\n}}\n\n",
-                params(call, large),
-                names(call)
+                params = params(call, large),
+                args = names(call)
             )
             .unwrap();
         };

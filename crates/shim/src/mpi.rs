@@ -1213,6 +1213,12 @@ impl Below {
         }
     }
 
+    /// No tool defines the name after the shim (known once [`Below::tool`] looked).
+    #[inline(always)]
+    pub fn absent(&self) -> bool {
+        self.at.load(Ordering::Relaxed) == ABSENT
+    }
+
     /// The tool's definition, if one comes after the shim's.
     #[inline(always)]
     pub fn tool(&self) -> Option<*mut c_void> {
@@ -1276,9 +1282,15 @@ thread_local! {
 /// The shim's profiling level was entered on this thread.
 #[inline(always)]
 pub fn reached() {
-    if PROBING.load(Ordering::Relaxed) != 0 {
+    if probing() {
         REACHED.with(|r| r.set(true));
     }
+}
+
+/// A first call passed to a tool is under way (see [`reached`]).
+#[inline(always)]
+pub fn probing() -> bool {
+    PROBING.load(Ordering::Relaxed) != 0
 }
 
 /// The path of the library that holds `a`.
@@ -1372,16 +1384,17 @@ impl Own {
         }
     }
 
+    /// The call's address once looked up.
     #[inline(always)]
-    pub fn get(&self) -> *mut c_void {
+    pub fn known(&self) -> Option<*mut c_void> {
         match self.at.load(Ordering::Relaxed) {
-            UNKNOWN => self.look_up(),
-            at => at as *mut c_void,
+            UNKNOWN => None,
+            at => Some(at as *mut c_void),
         }
     }
 
     #[cold]
-    fn look_up(&self) -> *mut c_void {
+    pub fn look_up(&self) -> *mut c_void {
         let library = mpi_library();
         let at = if library.is_null() {
             // Linked statically: the next definition after the shim.

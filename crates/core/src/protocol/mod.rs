@@ -6,10 +6,12 @@
 //! posting order, a switch of mode). The shim executes it on MPI; the takeover model test and
 //! the trace generator execute it on models of MPI.
 //!
-//! A communicator is in one of two modes. **Delegated**: receives and probes go to MPI with
+//! A communicator is in one of three modes. **Delegated**: receives and probes go to MPI with
 //! the user's arguments and MPI matches them; the shim holds no queued element of the
 //! communicator and only watches. **Takeover**: the shim drains every message that no receive
 //! posted in MPI took (a wildcard matched probe) into its engine and matches it there.
+//! **Held**: matching went back to MPI while the shim still holds unexpected messages it
+//! drained (point 4).
 //!
 //! Why MPI's order holds across a switch:
 //! 1. Delegated to takeover. Every receive MPI still holds was posted before any receive the
@@ -57,9 +59,10 @@
 
 pub mod coll;
 mod depth;
+mod fence;
 pub mod policy;
 mod queues;
 
 pub use depth::{Order, Signals};
-pub use policy::{Call, GiveBack, Mode, PlainCall, Policy, Takeover};
+pub use policy::{Call, Entry, GiveBack, Mode, PlainCall, Policy, Takeover};
 pub use queues::{Build, Inbox, Key, Posted, Probe, Queues};

@@ -14,6 +14,7 @@
 //! `Always` never delegates; `Flip(n)` switches every n receive calls.
 
 use super::depth::Signals;
+use super::fence;
 pub use crate::config::Takeover as Policy;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
@@ -44,12 +45,12 @@ pub enum GiveBack {
 pub const MPI_NS_PER_ELEMENT: u64 = 2;
 
 /// Every this many receive calls on a delegated communicator one is timed.
-pub const SAMPLE_EVERY: u32 = 16;
+pub const SAMPLE_EVERY: u32 = 64;
 
 /// One nonblocking delegated receive in this many is followed to its completion and stands
 /// for all of them in the count of receives MPI holds: following each one would cost a
 /// registry entry per receive, more than MPI's own work for a small message.
-pub const FOLLOW_EVERY: usize = 32;
+pub const FOLLOW_EVERY: usize = 64;
 
 /// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
 /// preempted process only some calls.
@@ -65,21 +66,29 @@ pub const UNPAID_LIMIT_FACTOR: usize = 16;
 /// a single shallow match of a deep phase does not end it.
 pub const SETTLE_MATCHES: u64 = 32;
 
-/// A communicator's mode, the signals that move it, and what the report says of it.
+/// A communicator's mode, the signals that move it, and what the report says of it. The
+/// fields the plain path of every receive reads and writes come first, in one cache line.
+#[repr(C, align(64))]
 pub struct Takeover {
     mode: AtomicU8,
-    /// What each call writes, one shard per thread at `MPI_THREAD_MULTIPLE` (one below it):
-    /// threads calling at once write lines of their own, not one they would pass around.
-    shards: Box<[Shard]>,
+    /// Threads may call at once (`MPI_THREAD_MULTIPLE`): the counters are in `shards`.
+    multiple: bool,
+    /// The policy is [`Policy::Auto`], the only one with a plain path.
+    auto: bool,
+    /// Calls left that are all timed, after a switch to delegated.
+    dense: AtomicU32,
     /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
     /// the followed ones tell: each counts for the receives it stands for.
     outstanding: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
     limit: AtomicUsize,
+    /// What each call writes, below `MPI_THREAD_MULTIPLE`.
+    serial: Counters,
+    /// What each call writes at `MPI_THREAD_MULTIPLE`, one shard per thread (none below it):
+    /// threads calling at once write lines of their own, not one they would pass around.
+    shards: Box<[Shard]>,
     /// The depth from which the shim pays (`MATCHSHIM_TAKEOVER_DEPTH`).
     depth: u32,
-    /// Calls left that are all timed, after a switch to delegated.
-    dense: AtomicU32,
     /// The quickest timed receive calls, in clock ticks: MPI's cost with nothing to search, for
     /// calls that posted a receive and for calls that found their message at once (which
     /// moved it too).
@@ -98,10 +107,9 @@ pub struct Takeover {
 const SHARDS: usize = 16;
 
 /// The counters every receive call writes, for the calls of one thread (or of the threads
-/// that share its shard). Two cache lines apart, as adjacent lines are fetched in pairs.
-#[repr(align(128))]
+/// that share its shard).
 #[derive(Default)]
-struct Shard {
+struct Counters {
     /// Receives on their way into MPI (at `MPI_THREAD_MULTIPLE`).
     permits: AtomicUsize,
     /// Receive calls so far: the sampling and flipping clock.
@@ -112,9 +120,17 @@ struct Shard {
     delegated_receives: AtomicUsize,
 }
 
-/// This thread's shard index, counted from 0 in the order threads first ask.
+/// A thread's [`Counters`], two cache lines apart from the next (adjacent lines are fetched
+/// in pairs).
+#[repr(align(128))]
+#[derive(Default)]
+struct Shard(Counters);
+
+/// This thread's shard index, counted from 0 in the order threads first ask. A caller that
+/// keeps it may pass it to [`Takeover::plain_delegation`] (a thread-local costs a call in a
+/// shared library).
 #[inline]
-fn thread_slot() -> usize {
+pub fn thread_slot() -> usize {
     use std::cell::Cell;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
@@ -128,6 +144,43 @@ fn thread_slot() -> usize {
         }
         n
     })
+}
+
+/// A receive on its way into MPI, from [`Takeover::enter_mpi`] and the like; at
+/// `MPI_THREAD_MULTIPLE` it holds a permit of the thread's shard, which a switch to takeover
+/// waits out, until it is dropped (once MPI has the receive).
+#[must_use]
+pub struct Entry<'a>(Option<Permits<'a>>);
+
+/// The permits of a thread's shard, and whether the thread owns the shard (the first
+/// [`SHARDS`] threads do): then only it writes them, with plain stores.
+struct Permits<'a> {
+    count: &'a AtomicUsize,
+    owned: bool,
+}
+
+impl Permits<'_> {
+    #[inline(always)]
+    fn add(&self, delta: isize) {
+        if self.owned {
+            let count = self.count.load(Relaxed).wrapping_add_signed(delta);
+            // Release: what the thread did in MPI comes before the switch sees it left.
+            self.count.store(count, Release);
+        } else if delta > 0 {
+            self.count.fetch_add(delta as usize, Release);
+        } else {
+            self.count.fetch_sub(delta.unsigned_abs(), Release);
+        }
+    }
+}
+
+impl Drop for Entry<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(permits) = &self.0 {
+            permits.add(-1);
+        }
+    }
 }
 
 /// A receive-side call that may go to MPI as the user made it (see
@@ -170,14 +223,22 @@ impl Takeover {
         } else {
             Mode::Delegated
         };
-        let shards = if multiple { SHARDS } else { 1 };
+        let shards = if multiple {
+            fence::prepare();
+            SHARDS
+        } else {
+            0
+        };
         Takeover {
             mode: AtomicU8::new(mode as u8),
-            shards: (0..shards).map(|_| Shard::default()).collect(),
+            multiple,
+            auto: policy == Policy::Auto,
+            dense: AtomicU32::new(4),
             outstanding: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
+            serial: Counters::default(),
+            shards: (0..shards).map(|_| Shard::default()).collect(),
             depth,
-            dense: AtomicU32::new(4),
             fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
             deep_in_row: AtomicU32::new(0),
             switches: AtomicU64::new(0),
@@ -190,17 +251,22 @@ impl Takeover {
     /// Threads may call at once (`MPI_THREAD_MULTIPLE`).
     #[inline]
     fn multiple(&self) -> bool {
-        self.shards.len() > 1
+        self.multiple
     }
 
     /// The calling thread's shard.
-    #[inline]
-    fn shard(&self) -> &Shard {
+    #[inline(always)]
+    fn shard(&self) -> &Counters {
         if self.multiple() {
-            &self.shards[thread_slot() % SHARDS]
+            &self.shards[thread_slot() % SHARDS].0
         } else {
-            &self.shards[0]
+            &self.serial
         }
+    }
+
+    /// Every thread's counters.
+    fn counters(&self) -> impl Iterator<Item = &Counters> {
+        std::iter::once(&self.serial).chain(self.shards.iter().map(|s| &s.0))
     }
 
     /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
@@ -243,38 +309,51 @@ impl Takeover {
         }
     }
 
-    /// Enters MPI for a delegated receive: `false` if the communicator was taken over.
-    /// At `MPI_THREAD_MULTIPLE` a permit is held until [`Takeover::leave_mpi`] (on the same
-    /// thread): the increment and the switch's store of the mode are sequentially consistent,
-    /// so either this call sees the takeover or the switch sees the permit and waits.
+    /// Enters MPI for a delegated receive: `None` if the communicator was taken over.
+    /// At `MPI_THREAD_MULTIPLE` the entry holds a permit until dropped: the increment and the
+    /// switch's store of the mode are sequentially consistent, so either this call sees the
+    /// takeover or the switch sees the permit and waits.
     #[inline]
-    pub fn enter_mpi(&self) -> bool {
+    pub fn enter_mpi(&self) -> Option<Entry<'_>> {
         if !self.multiple() {
-            return self.mode() == Mode::Delegated;
+            return (self.mode() == Mode::Delegated).then_some(Entry(None));
         }
-        let permits = &self.shard().permits;
-        permits.fetch_add(1, SeqCst);
-        if self.mode.load(SeqCst) == Mode::Delegated as u8 {
-            return true;
+        self.enter_permitted(self.permits(thread_slot()))
+    }
+
+    /// The permits of the shard of thread `slot`.
+    #[inline(always)]
+    fn permits(&self, slot: usize) -> Permits<'_> {
+        Permits {
+            count: &self.shards[slot % SHARDS].0.permits,
+            owned: slot < SHARDS,
         }
-        permits.fetch_sub(1, SeqCst);
-        false
+    }
+
+    /// Takes a permit, then checks the mode: the permit's store and the switch's store of the
+    /// mode are each fenced from the load that follows ([`fence`]), so either this call sees
+    /// the takeover or the switch sees the permit and waits.
+    #[inline(always)]
+    fn enter_permitted<'a>(&'a self, permits: Permits<'a>) -> Option<Entry<'a>> {
+        permits.add(1);
+        fence::light();
+        if self.mode.load(Relaxed) == Mode::Delegated as u8 {
+            return Some(Entry(Some(permits)));
+        }
+        permits.add(-1);
+        None
     }
 
     /// Enters MPI for a receive no held message fits ([`Mode::Held`]); the caller holds the
     /// communicator's queues lock, under which the mode changes, so no check is needed.
     #[inline]
-    pub fn enter_mpi_held(&self) {
-        if self.multiple() {
-            self.shard().permits.fetch_add(1, SeqCst);
+    pub fn enter_mpi_held(&self) -> Entry<'_> {
+        if !self.multiple() {
+            return Entry(None);
         }
-    }
-
-    #[inline]
-    pub fn leave_mpi(&self) {
-        if self.multiple() {
-            self.shard().permits.fetch_sub(1, SeqCst);
-        }
+        let permits = self.permits(thread_slot());
+        permits.add(1);
+        Entry(Some(permits))
     }
 
     /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
@@ -286,8 +365,9 @@ impl Takeover {
         }
         self.mode.store(mode as u8, SeqCst);
         if mode == Mode::Takeover {
-            for shard in self.shards.iter() {
-                while shard.permits.load(SeqCst) > 0 {
+            fence::heavy();
+            for counters in self.counters() {
+                while counters.permits.load(Acquire) > 0 {
                     std::hint::spin_loop();
                 }
             }
@@ -315,8 +395,8 @@ impl Takeover {
 
     /// Receives that went to MPI while it matched.
     pub fn delegated_receives(&self) -> u64 {
-        let sum = self.shards.iter();
-        sum.map(|s| s.delegated_receives.load(Relaxed) as u64).sum()
+        let sum = self.counters();
+        sum.map(|c| c.delegated_receives.load(Relaxed) as u64).sum()
     }
 
     /// Time spent in each mode so far, ns (delegated, takeover, held).
@@ -363,19 +443,40 @@ impl Takeover {
     /// A receive-side call on this communicator that goes to MPI with nothing to watch:
     /// delegated under `auto`, neither timed nor (posting a receive) followed, and no takeover
     /// due. Counts it as [`Takeover::delegated_call`] and [`Takeover::posted_to_mpi`] would;
-    /// false leaves everything as it was, for the full path to decide. At
-    /// `MPI_THREAD_MULTIPLE` true also means a permit was taken, as [`Takeover::enter_mpi`]
-    /// takes it: the caller calls MPI, then [`Takeover::leave_mpi`].
-    #[inline]
-    pub fn plain_delegation(&self, policy: Policy, call: PlainCall) -> bool {
-        if policy != Policy::Auto
+    /// `None` leaves everything as it was, for the full path to decide. At
+    /// `MPI_THREAD_MULTIPLE` the entry holds a permit as [`Takeover::enter_mpi`]'s does, in the
+    /// shard of `slot` (the thread's [`thread_slot`]): the caller calls MPI, then drops it.
+    #[inline(always)]
+    pub fn plain_delegation(&self, call: PlainCall, slot: usize) -> Option<Entry<'_>> {
+        if !self.multiple() {
+            return self.plain_delegation_serial(call).then_some(Entry(None));
+        }
+        self.plainly_counted(call, slot, true)
+    }
+
+    /// [`Takeover::plain_delegation`] below `MPI_THREAD_MULTIPLE`, which the caller knows: the
+    /// path then calls nothing.
+    #[inline(always)]
+    pub fn plain_delegation_serial(&self, call: PlainCall) -> bool {
+        debug_assert!(!self.multiple());
+        self.plainly_counted(call, 0, false).is_some()
+    }
+
+    /// The test and counting of [`Takeover::plain_delegation`] on `shard`.
+    #[inline(always)]
+    fn plainly_counted(&self, call: PlainCall, slot: usize, multiple: bool) -> Option<Entry<'_>> {
+        if !self.auto
             || self.mode() != Mode::Delegated
             || self.dense.load(Relaxed) > 0
             || self.outstanding.load(Relaxed) > self.limit.load(Relaxed)
         {
-            return false;
+            return None;
         }
-        let shard = self.shard();
+        let shard = if multiple {
+            &self.shards[slot % SHARDS].0
+        } else {
+            &self.serial
+        };
         let posting = call == PlainCall::Irecv;
         let calls = shard.calls.load(Relaxed).wrapping_add(1);
         let followed = shard
@@ -384,22 +485,20 @@ impl Takeover {
             .wrapping_add(posting as usize);
         if calls.is_multiple_of(SAMPLE_EVERY) || (posting && followed.is_multiple_of(FOLLOW_EVERY))
         {
-            return false;
+            return None;
         }
-        let multiple = self.multiple();
-        if multiple {
-            shard.permits.fetch_add(1, SeqCst);
-            if self.mode.load(SeqCst) != Mode::Delegated as u8 {
-                shard.permits.fetch_sub(1, SeqCst);
-                return false;
-            }
-        }
+        let entry = if multiple {
+            self.enter_permitted(self.permits(slot))?
+        } else {
+            Entry(None)
+        };
         shard.calls.store(calls, Relaxed);
         shard.nonblocking.store(followed, Relaxed);
         if call != PlainCall::Iprobe {
-            add(&shard.delegated_receives, 1, multiple);
+            // Only the thread that owns a shard writes it.
+            add(&shard.delegated_receives, 1, multiple && slot >= SHARDS);
         }
-        true
+        Some(entry)
     }
 
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
@@ -583,14 +682,14 @@ mod tests {
     fn plain_delegations_leave_the_sampled_and_followed_calls_to_the_full_path() {
         let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         assert!(
-            !t.plain_delegation(Policy::Auto, PlainCall::Recv),
+            !t.plain_delegation_serial(PlainCall::Recv),
             "timed after creation"
         );
         t.dense.store(0, Relaxed);
         let total = SAMPLE_EVERY as usize * FOLLOW_EVERY;
         let (mut full, mut timed, mut followed) = (0, 0, 0);
         for _ in 0..total {
-            if t.plain_delegation(Policy::Auto, PlainCall::Irecv) {
+            if t.plain_delegation_serial(PlainCall::Irecv) {
                 continue;
             }
             // What the full path then does with the same call.
@@ -606,10 +705,36 @@ mod tests {
         assert_eq!(followed, total / FOLLOW_EVERY);
         assert_eq!(t.delegated_receives() as usize, total - full);
         for policy in [Policy::Always, Policy::Flip(3)] {
-            assert!(!t.plain_delegation(policy, PlainCall::Recv));
+            let t = Takeover::new(policy, 64, (0, u64::MAX), false);
+            t.dense.store(0, Relaxed);
+            t.mode.store(Mode::Delegated as u8, Relaxed);
+            assert!(!t.plain_delegation_serial(PlainCall::Recv));
         }
         t.outstanding.store(1 << 20, Relaxed);
-        assert!(!t.plain_delegation(Policy::Auto, PlainCall::Iprobe));
+        assert!(!t.plain_delegation_serial(PlainCall::Iprobe));
+    }
+
+    #[test]
+    fn a_threaded_plain_delegation_holds_its_shards_permit_until_dropped() {
+        // An owned shard, and one a thread beyond the first SHARDS shares.
+        for slot in [1, SHARDS + 1] {
+            let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
+            t.dense.store(0, Relaxed);
+            let permits = |t: &Takeover| t.shards[slot % SHARDS].0.permits.load(SeqCst);
+            let entry = t.plain_delegation(PlainCall::Iprobe, slot).expect("plain");
+            assert_eq!(permits(&t), 1);
+            drop(entry);
+            assert_eq!(permits(&t), 0);
+            t.switch(Mode::Takeover, 10);
+            assert!(t.plain_delegation(PlainCall::Iprobe, slot).is_none());
+            assert_eq!(permits(&t), 0, "a refused entry leaves no permit");
+        }
+    }
+
+    #[test]
+    fn the_plain_path_reads_one_cache_line() {
+        assert!(std::mem::offset_of!(Takeover, shards) <= 64);
+        assert_eq!(std::mem::align_of::<Takeover>(), 64);
     }
 
     #[test]
@@ -681,9 +806,12 @@ mod tests {
         t.switch(Mode::Takeover, 10);
         t.switch(Mode::Held, 30);
         assert_eq!(t.mode(), Mode::Held);
-        t.enter_mpi_held();
-        assert!(!t.enter_mpi(), "only the lock holder routes in held mode");
-        t.leave_mpi();
+        let held = t.enter_mpi_held();
+        assert!(
+            t.enter_mpi().is_none(),
+            "only the lock holder routes in held mode"
+        );
+        drop(held);
         t.switch(Mode::Takeover, 60);
         t.switch(Mode::Delegated, 100);
         assert_eq!(t.time_in(100), [10, 60, 30]);

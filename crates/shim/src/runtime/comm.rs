@@ -14,7 +14,7 @@ use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
+    Call, Entry, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
@@ -254,12 +254,8 @@ pub enum Route<'a> {
 /// A receive on its way into MPI (see [`Takeover::enter_mpi`]).
 pub struct Permit<'a> {
     comm: &'a Comm,
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        self.comm.takeover.leave_mpi();
-    }
+    /// Held while the call is on its way into MPI.
+    _entry: Entry<'a>,
 }
 
 impl Permit<'_> {
@@ -535,12 +531,15 @@ impl Comm {
             if self.takeover.mode() == Mode::Delegated {
                 let call = self.delegated_call(caller);
                 if call != Call::TakeOver {
-                    if !self.takeover.enter_mpi() {
+                    let Some(entry) = self.takeover.enter_mpi() else {
                         continue;
-                    }
+                    };
                     return Route::Mpi {
                         timed: call == Call::DelegateTimed,
-                        permit: Permit { comm: self },
+                        permit: Permit {
+                            comm: self,
+                            _entry: entry,
+                        },
                     };
                 }
                 let mut locked = self.locked.lock();
@@ -596,24 +595,26 @@ impl Comm {
             self.take_over(&mut locked);
             return Some(Route::Shim(Shim { comm: self, locked }));
         }
-        self.takeover.enter_mpi_held();
         Some(Route::Mpi {
             timed: call == Call::DelegateTimed,
-            permit: Permit { comm: self },
+            permit: Permit {
+                comm: self,
+                _entry: self.takeover.enter_mpi_held(),
+            },
         })
     }
 
     /// A call on a delegated communicator that goes to MPI as the user made it, at
-    /// `MPI_THREAD_MULTIPLE`: the permit it holds in MPI (see [`Takeover::plain_delegation`]).
+    /// `MPI_THREAD_MULTIPLE` on the thread of `slot`: the permit it holds in MPI (see
+    /// [`Takeover::plain_delegation`]).
     #[inline]
-    pub fn plain_permit(&'static self, policy: Policy, call: PlainCall) -> Option<Permit<'static>> {
+    pub fn plain_permit(&'static self, call: PlainCall, slot: usize) -> Option<Permit<'static>> {
         debug_assert!(self.process.multiple);
-        // Made only when taken: a permit's drop gives it back.
-        if self.takeover.plain_delegation(policy, call) {
-            Some(Permit { comm: self })
-        } else {
-            None
-        }
+        let entry = self.takeover.plain_delegation(call, slot)?;
+        Some(Permit {
+            comm: self,
+            _entry: entry,
+        })
     }
 
     /// A collective of the shim's begins on this communicator: its side is drained until

@@ -102,6 +102,15 @@ pub fn runtime() -> Option<&'static Runtime> {
     Some(rt)
 }
 
+/// The runtime between `MPI_Init` and `MPI_Finalize`, whether or not the shim is inside a
+/// call on this thread (the caller asks that itself).
+#[inline]
+pub fn started_runtime() -> Option<&'static Runtime> {
+    RUNTIME
+        .get()
+        .filter(|rt| !rt.finalized.load(Ordering::Relaxed))
+}
+
 /// [`runtime`] below `MPI_THREAD_MULTIPLE` (`None` at `MPI_THREAD_MULTIPLE`): plain loads only.
 #[inline(always)]
 pub fn serial_runtime() -> Option<&'static Runtime> {

@@ -9,6 +9,7 @@ use super::comm::{Caller, Channel, Comm, Drain, Permit, ReceivedBy, Recv, Route}
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Stage};
 use super::request::{self, Operation, Persistent, Request};
+use super::thread::Local;
 use super::{Error, Runtime};
 use crate::matching::{Class, Pattern, ANY_SOURCE, ANY_TAG};
 use crate::mpi::{
@@ -84,36 +85,37 @@ pub fn target(
 /// do but count it: the way most calls go while queues are short. MPI checks the arguments
 /// itself. False: the call takes the full path. Below `MPI_THREAD_MULTIPLE`
 /// ([`plainly_delegated_threaded`] at it).
-#[inline]
+#[inline(always)]
 pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
     if rt.multiple {
         return false;
     }
-    let Some(comm) = rt.comms.last(comm) else {
+    let Some(comm) = rt.comms.last_serial(comm) else {
         return false;
     };
     // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
     source != abi().proc_null
         && !(call == PlainCall::Recv && rt.needs_progress())
-        && comm.takeover.plain_delegation(rt.config.takeover, call)
+        && comm.takeover.plain_delegation_serial(call)
 }
 
-/// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, for the calls that return at once: the
-/// permit to hold while MPI has the call (a switch to takeover waits for it), or `None` for
-/// the full path. `MPI_Recv` blocks in MPI, which a permit must not, so it has none.
+/// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, for the calls that return at once, with
+/// the calling thread's `local` state: the permit to hold while MPI has the call (a switch to
+/// takeover waits for it), or `None` for the full path. `MPI_Recv` blocks in MPI, which a
+/// permit must not, so it has none.
 #[inline]
 pub fn plainly_delegated_threaded(
-    rt: &Runtime,
+    local: &Local,
     comm: MPI_Comm,
     source: c_int,
     call: PlainCall,
 ) -> Option<Permit<'static>> {
     debug_assert!(call != PlainCall::Recv);
-    let comm = rt.comms.last(comm)?;
+    let comm = local.last(comm)?;
     if source == abi().proc_null {
         return None;
     }
-    comm.plain_permit(rt.config.takeover, call)
+    comm.plain_permit(call, local.slot())
 }
 
 /// A nonblocking receive MPI now holds for a delegated communicator; followed to its

@@ -1,13 +1,12 @@
 //! The communicators the shim knows, by MPI handle, and the counters of those already freed.
 
 use super::comm::{Comm, Process};
-use super::thread::Serial;
+use super::thread::{self, Serial};
 use crate::matching::EngineStats;
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
 use crate::report::{Bursts, CommReport};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,19 +50,6 @@ impl Totals {
     }
 }
 
-thread_local! {
-    /// The communicator this thread looked up last, at `MPI_THREAD_MULTIPLE`: a thread cannot
-    /// clear the others' when MPI frees it, so it stands only while not freed (communicators
-    /// are never deallocated, and MPI may reuse a handle only after freeing its communicator).
-    static LAST: Cell<(usize, Option<&'static Comm>)> = const { Cell::new((usize::MAX, None)) };
-}
-
-#[inline(never)]
-fn last_threaded(handle: MPI_Comm) -> Option<&'static Comm> {
-    let (key, comm) = LAST.with(Cell::get);
-    comm.filter(|c| key == handle.key() && !c.is_freed())
-}
-
 /// Why a handle has no communicator: MPI rejects it.
 pub struct Rejected;
 
@@ -103,8 +89,15 @@ impl CommTable {
     #[inline]
     pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         if self.multiple {
-            return last_threaded(handle);
+            return thread::with_local(|local| local.last(handle));
         }
+        self.last_serial(handle)
+    }
+
+    /// [`CommTable::last`] below `MPI_THREAD_MULTIPLE`, which the caller knows.
+    #[inline(always)]
+    pub fn last_serial(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        debug_assert!(!self.multiple);
         // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
         match unsafe { self.last.get() } {
             (cached, comm) if cached == handle.key() => comm,
@@ -130,7 +123,7 @@ impl CommTable {
             None => self.add(handle)?,
         };
         if self.multiple {
-            LAST.with(|last| last.set((key, Some(comm))));
+            thread::with_local(|local| local.set_last(handle, comm));
         } else {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
             unsafe { self.last.set((key, Some(comm))) };

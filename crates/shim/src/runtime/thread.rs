@@ -3,6 +3,8 @@
 //! MPI call at a time, so that state (and the other per-call state the shim keeps) needs no
 //! synchronisation there, nor a thread-local lookup, which costs a call in a shared library.
 
+use super::comm::Comm;
+use crate::mpi::{HandleKey, MPI_Comm};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -38,9 +40,64 @@ impl<T: Copy> Serial<T> {
 /// The MPI call the shim is handling, below `MPI_THREAD_MULTIPLE`.
 static IN_CALL_SERIAL: Serial<Option<&'static str>> = Serial::new(None);
 
+/// What a thread keeps at `MPI_THREAD_MULTIPLE`, in one thread-local: each access to one
+/// costs a call in a shared library.
+pub struct Local {
+    /// The MPI call this thread is in, while the shim handles it.
+    in_call: Cell<Option<&'static str>>,
+    /// The communicator this thread looked up last: a thread cannot clear the others' when
+    /// MPI frees it, so it stands only while not freed (communicators are never deallocated,
+    /// and MPI may reuse a handle only after freeing its communicator).
+    last: Cell<(usize, Option<&'static Comm>)>,
+    /// This thread's shard of the communicators' counters (`usize::MAX` until asked).
+    slot: Cell<usize>,
+}
+
+impl Local {
+    #[inline]
+    pub fn in_call(&self) -> Option<&'static str> {
+        self.in_call.get()
+    }
+
+    /// The communicator looked up last, if it is `handle`.
+    #[inline]
+    pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        let (key, comm) = self.last.get();
+        comm.filter(|c| key == handle.key() && !c.is_freed())
+    }
+
+    pub fn set_last(&self, handle: MPI_Comm, comm: &'static Comm) {
+        self.last.set((handle.key(), Some(comm)));
+    }
+
+    /// This thread's [`thread_slot`](matchshim_core::protocol::policy::thread_slot).
+    #[inline]
+    pub fn slot(&self) -> usize {
+        match self.slot.get() {
+            usize::MAX => {
+                let slot = matchshim_core::protocol::policy::thread_slot();
+                self.slot.set(slot);
+                slot
+            }
+            slot => slot,
+        }
+    }
+}
+
 thread_local! {
-    /// The MPI call this thread is in, while the shim handles it (at `MPI_THREAD_MULTIPLE`).
-    static IN_CALL: Cell<Option<&'static str>> = const { Cell::new(None) };
+    static LOCAL: Local = const {
+        Local {
+            in_call: Cell::new(None),
+            last: Cell::new((usize::MAX, None)),
+            slot: Cell::new(usize::MAX),
+        }
+    };
+}
+
+/// Runs `body` with this thread's [`Local`] (at `MPI_THREAD_MULTIPLE`).
+#[inline(never)]
+pub fn with_local<R>(body: impl FnOnce(&Local) -> R) -> R {
+    LOCAL.with(body)
 }
 
 /// The MPI call the shim is handling on this thread, if any.
@@ -68,12 +125,12 @@ pub unsafe fn in_call_serial() -> Option<&'static str> {
 // which the compiler would otherwise make on the serial path too.
 #[inline(never)]
 fn in_call_threaded() -> Option<&'static str> {
-    IN_CALL.with(|c| c.get())
+    LOCAL.with(|l| l.in_call.get())
 }
 
 #[inline(never)]
 fn set_in_call_threaded(call: Option<&'static str>) {
-    IN_CALL.with(|c| c.set(call));
+    LOCAL.with(|l| l.in_call.set(call));
 }
 
 #[inline]

@@ -32,8 +32,9 @@ enum Op {
     HandBack,
     /// A blocking call MPI runs, below `MPI_THREAD_MULTIPLE`: the waiting receives are lent
     /// to MPI, these messages arrive meanwhile, then the receives MPI did not match come back
-    /// to the queues (cancelled youngest first) and the shim matches again.
-    Blocking(Vec<Envelope>),
+    /// to the queues (cancelled youngest first, at most this many: the cancelling may stop,
+    /// leaving the oldest in MPI) and the shim matches again.
+    Blocking(Vec<Envelope>, usize),
 }
 
 type Pair = (u64, u64);
@@ -209,7 +210,7 @@ impl Shim {
 
     /// A blocking call MPI runs with the waiting receives lent to it (`Runtime::step_aside`
     /// and `step_back` in the shim).
-    fn blocking(&mut self, first_id: u64, arrivals: &[Envelope]) {
+    fn blocking(&mut self, first_id: u64, arrivals: &[Envelope], cancels: usize) {
         let lent = self.hand_back();
         for (k, env) in arrivals.iter().enumerate() {
             self.arrive(first_id + k as u64, *env);
@@ -219,7 +220,7 @@ impl Shim {
         }
         // Cancelled youngest first: those MPI did not match leave its posted list.
         let mut back = Vec::new();
-        for &(id, want) in lent.iter().rev() {
+        for &(id, want) in lent.iter().rev().take(cancels) {
             if let Some(i) = self.mpi.posted.iter().position(|&(p, _)| p == id) {
                 self.mpi.posted.remove(i);
                 back.push((id, want));
@@ -264,15 +265,18 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::TakeOver),
         1 => Just(Op::GiveBack),
         1 => Just(Op::HandBack),
-        1 => prop::collection::vec(
-            (0..3i32, 0..3i32).prop_map(|(source, tag)| Envelope {
-                source,
-                tag,
-                class: Class::PointToPoint,
-            }),
-            0..3,
+        1 => (
+            prop::collection::vec(
+                (0..3i32, 0..3i32).prop_map(|(source, tag)| Envelope {
+                    source,
+                    tag,
+                    class: Class::PointToPoint,
+                }),
+                0..3,
+            ),
+            prop_oneof![1 => 0..3usize, 2 => Just(usize::MAX)],
         )
-        .prop_map(Op::Blocking),
+            .prop_map(|(arrivals, cancels)| Op::Blocking(arrivals, cancels)),
     ]
 }
 
@@ -302,7 +306,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
             Op::HandBack => {
                 shim.hand_back();
             }
-            Op::Blocking(arrivals) => {
+            Op::Blocking(arrivals, cancels) => {
                 // Each arrival is a message with its own id, after this operation's.
                 let first = 1_000_000 + id * 10;
                 for (k, env) in arrivals.iter().enumerate() {
@@ -310,7 +314,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
                         reference.insert((recv, first + k as u64));
                     }
                 }
-                shim.blocking(first, arrivals);
+                shim.blocking(first, arrivals, *cancels);
             }
         }
     }

@@ -51,7 +51,9 @@
 //!    matches meanwhile goes to the oldest receive that fits, as in one ordered list; those
 //!    cancelled return to the queues in posting order, older than any receive posted later,
 //!    and the shim takes over again (point 1, the held messages first). So a takeover of a
-//!    long posted queue outlives a barrier between posting and sending.
+//!    long posted queue outlives a barrier between posting and sending. The cancelling may
+//!    stop after any receive (where a cancel costs MPI a search of its queue,
+//!    [`Takeover::taking_back_pays`]): those left in MPI are the oldest, the state of point 1.
 //!
 //! `crates/core/tests/takeover_model.rs` checks this argument on a model: MPI's own queues,
 //! these queues with every engine and random switches give exactly the matches of one

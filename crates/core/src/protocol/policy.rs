@@ -501,6 +501,18 @@ impl Takeover {
         Some(entry)
     }
 
+    /// Taking back receives lent to MPI (youngest first, see `protocol`, point 6): whether to
+    /// go on after a cancel that took `ticks` at `ticks_per_ns`. A cancel as slow as MPI's
+    /// search of the depth at which the shim pays walked MPI's queue to find its receive (MPICH
+    /// does), so each further one would walk nearly as far. That is paid only while the shim's
+    /// matching here has paid or not been tried (no takeover ended without paying); else the
+    /// rest, the oldest, stay in MPI, which matches them as it would have without the shim.
+    #[inline]
+    pub fn taking_back_pays(&self, ticks: u64, ticks_per_ns: f64) -> bool {
+        let unpaid = self.limit.load(Relaxed) > 2 * self.depth as usize;
+        !unpaid || (ticks as f64) < (self.depth as u64 * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns
+    }
+
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
     /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than the depth at
     /// which the shim pays, against the quickest calls of the same kind. Time spent searching

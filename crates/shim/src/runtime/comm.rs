@@ -684,7 +684,8 @@ impl Comm {
     /// in posting order and the shim matches again (see `matchshim_core::protocol`, point 6).
     /// They are cancelled in MPI youngest first, so those MPI still holds are always the
     /// oldest and a message it matches meanwhile goes where one ordered list sends it; one
-    /// MPI matched completes as MPI received it.
+    /// MPI matched completes as MPI received it. Where cancelling costs MPI a search of its
+    /// queue ([`Takeover::taking_back_pays`]) the older ones stay with MPI, handed to it.
     pub fn take_back(&'static self) {
         let mut locked = self.locked.lock();
         let lent = std::mem::take(&mut locked.lent);
@@ -693,22 +694,30 @@ impl Comm {
         }
         // A receive MPI matched may fail (truncated): its error is the user's completion's.
         let _quiet = mpi::Quiet::new(&[self.handle, abi().comm_world]);
+        let clock = &self.process.clock;
         let mut back = Vec::with_capacity(lent.len());
+        let mut left_mpi = rustc_hash::FxHashSet::default();
         for recv in lent.iter().rev() {
             let Stage::InMpi(mut request) = recv.stage() else {
                 continue;
             };
+            let start = clock.ticks();
             mpi::cancel(&mut request);
             let (status, err) = mpi::wait(&mut request);
+            left_mpi.insert(Arc::as_ptr(recv));
             if mpi::cancelled(&status) {
                 back.push(recv.clone());
             } else {
                 recv.finish(status, err);
                 self.add_pending(-1);
             }
+            let ticks = clock.ticks().saturating_sub(start);
+            if !self.takeover.taking_back_pays(ticks, clock.ticks_per_ns()) {
+                break;
+            }
         }
-        // The lent receives left MPI, matched or taken back.
-        let lent: rustc_hash::FxHashSet<*const Recv> = lent.iter().map(Arc::as_ptr).collect();
+        // The lent receives that left MPI, matched or taken back; the others stay handed.
+        let lent = left_mpi;
         locked
             .handed
             .retain(|recv| !lent.contains(&Arc::as_ptr(recv)));

@@ -6,7 +6,8 @@
 //!
 //! With [`Policy::Auto`] the shim takes over when MPI's queues look deep: more than `2·D`
 //! receives outstanding in MPI (D: the depth from which the shim pays), or [`DEEP_IN_A_ROW`]
-//! timed calls in a row that searched deeper than D. It gives matching back when its searches
+//! timed calls in a row that searched deeper than D (more after takeovers they asked for that
+//! did not pay: then the timing was fooled). It gives matching back when its searches
 //! since the takeover stayed below D/2 ([`Signals`]): at once when its queues are empty, else
 //! after [`SETTLE_MATCHES`] shallow matches (a takeover that a busy node's timing or a long
 //! queue matched in order asked for, and that does not pay). Unexpected messages it still
@@ -16,7 +17,7 @@
 use super::depth::Signals;
 use super::fence;
 pub use crate::config::Takeover as Policy;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -55,6 +56,12 @@ pub const FOLLOW_EVERY: usize = 64;
 /// Timed calls in a row that must have searched deep: a long queue makes every search slow, a
 /// preempted process only some calls.
 pub const DEEP_IN_A_ROW: u32 = 4;
+
+/// An episode the timed calls asked for that did not pay multiplies the timed calls in a row
+/// needed by this, up to [`DEEP_IN_A_ROW_MAX`]: they looked deep where the shim's searches were
+/// not (a busy node, or MPI's progress inside the call), so the timing is trusted less.
+pub const UNPAID_ROW_FACTOR: u32 = 4;
+pub const DEEP_IN_A_ROW_MAX: u32 = 64;
 
 /// An episode that did not pay multiplies the outstanding-receive limit by this: a program
 /// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
@@ -95,6 +102,10 @@ pub struct Takeover {
     fastest: [AtomicU64; 2],
     /// Timed calls in a row whose extra time says the search was deep.
     deep_in_row: AtomicU32,
+    /// How many in a row ask for a takeover.
+    deep_needed: AtomicU32,
+    /// The timed calls asked for the takeover under way (not the outstanding receives).
+    timing_asked: AtomicBool,
     // What the report shows.
     switches: AtomicU64,
     /// Times the shim took over, starting in takeover included.
@@ -241,6 +252,8 @@ impl Takeover {
             depth,
             fastest: [AtomicU64::new(u64::MAX), AtomicU64::new(found_floor)],
             deep_in_row: AtomicU32::new(0),
+            deep_needed: AtomicU32::new(DEEP_IN_A_ROW),
+            timing_asked: AtomicBool::new(false),
             switches: AtomicU64::new(0),
             takeovers: AtomicU64::new((mode == Mode::Takeover) as u64),
             mode_since_ns: AtomicU64::new(now_ns),
@@ -424,6 +437,7 @@ impl Takeover {
             }
             Policy::Auto => {
                 if self.outstanding.load(Relaxed) > self.limit.load(Relaxed) {
+                    self.timing_asked.store(false, Relaxed);
                     return Call::TakeOver;
                 }
                 let dense = self.dense.load(Relaxed);
@@ -514,10 +528,9 @@ impl Takeover {
     }
 
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
-    /// message at once); true when `DEEP_IN_A_ROW` in a row searched deeper than the depth at
-    /// which the shim pays, against the quickest calls of the same kind. Time spent searching
-    /// is MPI's cost itself, so takeovers that did not pay do not raise this depth (they raise
-    /// the outstanding-receive limit, which only suggests a search).
+    /// message at once); true when enough in a row ([`DEEP_IN_A_ROW`], more after takeovers that
+    /// did not pay) searched deeper than the depth at which the shim pays, against the quickest
+    /// calls of the same kind.
     #[inline]
     pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
         let depth = self.depth as u64;
@@ -539,7 +552,11 @@ impl Takeover {
             0
         };
         self.deep_in_row.store(in_row, Relaxed);
-        in_row >= DEEP_IN_A_ROW
+        let asks = in_row >= self.deep_needed.load(Relaxed);
+        if asks {
+            self.timing_asked.store(true, Relaxed);
+        }
+        asks
     }
 
     /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
@@ -584,16 +601,24 @@ impl Takeover {
 
     /// A takeover episode ended; `paid` says whether its searches
     /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
-    /// one start later (MPI's queues must look sixteen times deeper), one that paid brings the
-    /// start back to `2·depth` receives outstanding or `depth` elements searched.
+    /// one start later (MPI's queues must look sixteen times deeper; where the timed calls
+    /// asked for it, four times as many of them in a row deep), one that paid brings the start
+    /// back to `2·depth` receives outstanding or [`DEEP_IN_A_ROW`] deep calls.
     fn episode_ended(&self, paid: bool) {
         let base = 2 * self.depth as usize;
-        let limit = if paid {
-            base
+        let needed = self.deep_needed.load(Relaxed);
+        let (limit, needed) = if paid {
+            (base, DEEP_IN_A_ROW)
         } else {
-            (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16)
+            let limit = (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16);
+            if self.timing_asked.load(Relaxed) {
+                (limit, (needed * UNPAID_ROW_FACTOR).min(DEEP_IN_A_ROW_MAX))
+            } else {
+                (limit, needed)
+            }
         };
         self.limit.store(limit, Relaxed);
+        self.deep_needed.store(needed, Relaxed);
     }
 }
 
@@ -637,13 +662,43 @@ mod tests {
             "the same time at twice the rate is shallow"
         );
         t.episode_ended(false);
+        let needed = DEEP_IN_A_ROW * UNPAID_ROW_FACTOR;
+        for _ in 1..needed {
+            assert!(
+                !t.timed(deep, 1.0, || false),
+                "after a takeover that did not pay, more deep calls in a row are needed"
+            );
+        }
+        assert!(t.timed(deep, 1.0, || false));
+        for _ in 0..8 {
+            t.episode_ended(false);
+        }
+        assert!(!t.timed(150, 1.0, || false));
+        for _ in 1..DEEP_IN_A_ROW_MAX {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(t.timed(deep, 1.0, || false), "the count needed is bounded");
+        t.episode_ended(true);
+        assert!(!t.timed(150, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
             assert!(!t.timed(deep, 1.0, || false));
         }
-        assert!(
-            t.timed(deep, 1.0, || false),
-            "time spent searching is MPI's cost: a takeover that did not pay changes nothing"
-        );
+        assert!(t.timed(deep, 1.0, || false), "one that paid brings it back");
+    }
+
+    #[test]
+    fn an_unpaid_takeover_the_outstanding_receives_asked_for_leaves_the_timing_alone() {
+        let t = Takeover::new(Policy::Auto, 8, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(17, Relaxed);
+        assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
+        t.episode_ended(false);
+        let deep = 100 + 8 * MPI_NS_PER_ELEMENT;
+        assert!(!t.timed(100, 1.0, || false));
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(!t.timed(deep, 1.0, || false));
+        }
+        assert!(t.timed(deep, 1.0, || false));
     }
 
     #[test]

@@ -271,10 +271,16 @@ impl Takeover {
     #[inline(always)]
     fn shard(&self) -> &Counters {
         if self.multiple() {
-            &self.shards[thread_slot() % SHARDS].0
+            self.shard_at(thread_slot())
         } else {
             &self.serial
         }
+    }
+
+    /// The shard of thread `slot` (at `MPI_THREAD_MULTIPLE`).
+    #[inline(always)]
+    fn shard_at(&self, slot: usize) -> &Counters {
+        &self.shards[slot % SHARDS].0
     }
 
     /// Every thread's counters.
@@ -338,7 +344,7 @@ impl Takeover {
     #[inline(always)]
     fn permits(&self, slot: usize) -> Permits<'_> {
         Permits {
-            count: &self.shards[slot % SHARDS].0.permits,
+            count: &self.shard_at(slot).permits,
             owned: slot < SHARDS,
         }
     }
@@ -487,7 +493,7 @@ impl Takeover {
             return None;
         }
         let shard = if multiple {
-            &self.shards[slot % SHARDS].0
+            self.shard_at(slot)
         } else {
             &self.serial
         };
@@ -524,7 +530,13 @@ impl Takeover {
     #[inline]
     pub fn taking_back_pays(&self, ticks: u64, ticks_per_ns: f64) -> bool {
         let unpaid = self.limit.load(Relaxed) > 2 * self.depth as usize;
-        !unpaid || (ticks as f64) < (self.depth as u64 * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns
+        !unpaid || ticks < self.deep_ticks(ticks_per_ns)
+    }
+
+    /// MPI's time to search the depth at which the shim pays, in ticks at `ticks_per_ns`.
+    #[inline]
+    fn deep_ticks(&self, ticks_per_ns: f64) -> u64 {
+        ((self.depth as u64 * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64
     }
 
     /// A timed receive call took `ticks` inside MPI, at `ticks_per_ns` (`found`: it found its
@@ -533,8 +545,7 @@ impl Takeover {
     /// calls of the same kind.
     #[inline]
     pub fn timed(&self, ticks: u64, ticks_per_ns: f64, found: impl FnOnce() -> bool) -> bool {
-        let depth = self.depth as u64;
-        let deep_ticks = ((depth * MPI_NS_PER_ELEMENT) as f64 * ticks_per_ns) as u64;
+        let deep_ticks = self.deep_ticks(ticks_per_ns);
         // Shallow against the cheaper kind's floor: then the kind needs no asking (which
         // may cost MPI a round of progress).
         let posted_floor = self.fastest[0].load(Relaxed);

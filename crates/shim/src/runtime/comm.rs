@@ -717,10 +717,9 @@ impl Comm {
             }
         }
         // The lent receives that left MPI, matched or taken back; the others stay handed.
-        let lent = left_mpi;
         locked
             .handed
-            .retain(|recv| !lent.contains(&Arc::as_ptr(recv)));
+            .retain(|recv| !left_mpi.contains(&Arc::as_ptr(recv)));
         for recv in back.into_iter().rev() {
             let want = super::p2p::user_pattern(recv.source, recv.tag);
             let queued = recv.clone();

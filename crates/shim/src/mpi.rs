@@ -886,7 +886,18 @@ pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
     }
     // SAFETY: written by the successful call.
     let mut info = unsafe { info.assume_init() };
-    let assertions = crate::matching::Assertions::from_info(|key| {
+    let assertions = info_assertions(info);
+    // SAFETY: the info object MPI_Comm_get_info made for us.
+    unsafe { PMPI_Info_free(&mut info) };
+    assertions
+}
+
+/// The MPI-4 assertions the info object `info` makes (none for `MPI_INFO_NULL`).
+pub fn info_assertions(info: MPI_Info) -> crate::matching::Assertions {
+    if info.key() == abi().info_null.key() {
+        return Default::default();
+    }
+    crate::matching::Assertions::from_info(|key| {
         let key = std::ffi::CString::new(key).ok()?;
         let mut value = [0 as c_char; 16];
         let mut flag = 0;
@@ -898,10 +909,7 @@ pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
                 .to_string_lossy()
                 .into_owned()
         })
-    });
-    // SAFETY: the info object MPI_Comm_get_info made for us.
-    unsafe { PMPI_Info_free(&mut info) };
-    assertions
+    })
 }
 
 /// Calls made with the user's own arguments, for requests the shim has no part in: MPI fills

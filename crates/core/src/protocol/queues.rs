@@ -9,8 +9,8 @@
 use super::depth::{Order, Signals};
 use crate::clock::Clock;
 use crate::matching::{
-    Assertions, EngineKind, EngineParams, EngineStats, Envelope, ListEngine, MatchEngine, MsgId,
-    Pattern, RecvId,
+    Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern,
+    RecvId,
 };
 use crate::report::Bursts;
 use slab::Slab;
@@ -61,7 +61,8 @@ struct Waiting<W> {
 pub type Build = fn(EngineKind, &EngineParams) -> Box<dyn MatchEngine>;
 
 pub struct Queues<M, W> {
-    engine: Box<dyn MatchEngine>,
+    /// Built at its first use: most communicators never need one.
+    engine: Option<Box<dyn MatchEngine>>,
     kind: EngineKind,
     build: Build,
     /// What the engine was built for; `rebuild`: the communicator's assertions changed since,
@@ -93,19 +94,30 @@ pub struct Queues<M, W> {
 pub const MAX_BURST: usize = 1 << 16;
 
 impl<M, W> Queues<M, W> {
-    /// Queues with the engine `build` makes of `kind`, timed with `clock` if given.
+    /// Queues with the engine `build` makes of `kind` (when first needed), timed with
+    /// `clock` if given.
     pub fn new(
         kind: EngineKind,
         params: EngineParams,
         build: Build,
         clock: Option<&'static Clock>,
     ) -> Self {
-        Self::with_engine(build(kind, &params), kind, params, build, clock)
+        Self::with(None, kind, params, build, clock)
     }
 
     /// Queues around `engine`, made of `kind` for `params` (rebuilt with `build`).
     pub fn with_engine(
         engine: Box<dyn MatchEngine>,
+        kind: EngineKind,
+        params: EngineParams,
+        build: Build,
+        clock: Option<&'static Clock>,
+    ) -> Self {
+        Self::with(Some(engine), kind, params, build, clock)
+    }
+
+    fn with(
+        engine: Option<Box<dyn MatchEngine>>,
         kind: EngineKind,
         params: EngineParams,
         build: Build,
@@ -140,6 +152,13 @@ impl<M, W> Queues<M, W> {
         self.drain_ahead = Some(limit);
     }
 
+    /// The engine, built now if this is its first use.
+    #[inline]
+    fn engine(&mut self) -> &mut dyn MatchEngine {
+        let (build, kind, params) = (self.build, self.kind, &self.params);
+        &mut **self.engine.get_or_insert_with(|| build(kind, params))
+    }
+
     #[inline]
     fn ticks(&self) -> u64 {
         self.clock.map_or(0, Clock::ticks)
@@ -149,7 +168,7 @@ impl<M, W> Queues<M, W> {
     #[inline]
     fn timed<T>(&mut self, collective: bool, call: impl FnOnce(&mut dyn MatchEngine) -> T) -> T {
         let start = self.ticks();
-        let result = call(&mut *self.engine);
+        let result = call(self.engine());
         self.match_ticks[collective as usize] += self.ticks() - start;
         result
     }
@@ -214,7 +233,7 @@ impl<M, W> Queues<M, W> {
         let mut matched = std::mem::take(&mut self.burst_matched);
         matched.clear();
         let start = self.ticks();
-        self.engine.arrive_burst(&burst, &mut matched);
+        self.engine().arrive_burst(&burst, &mut matched);
         let ticks = self.ticks() - start;
         // A mixed burst's time is shared by its messages of each traffic type.
         let collective = burst
@@ -309,7 +328,7 @@ impl<M, W> Queues<M, W> {
     /// Removes the receive waiting under `key` from the queues; `None` if it is not waiting
     /// (it matched).
     pub fn cancel(&mut self, key: Key) -> Option<W> {
-        if !self.posted.contains(key) || !self.engine.cancel(key as u64) {
+        if !self.posted.contains(key) || !self.engine().cancel(key as u64) {
             return None;
         }
         let waiting = self.posted.remove(key);
@@ -325,7 +344,7 @@ impl<M, W> Queues<M, W> {
         let waiters = keys
             .into_iter()
             .map(|key| {
-                let canceled = self.engine.cancel(key as u64);
+                let canceled = self.engine().cancel(key as u64);
                 debug_assert!(canceled, "a waiting receive is in the engine");
                 let waiting = self.posted.remove(key);
                 self.posted_order.remove(waiting.seq);
@@ -353,13 +372,25 @@ impl<M, W> Queues<M, W> {
         }
     }
 
+    /// A rebuild drops the engine: the next use builds it for the new assertions.
     fn rebuild_if_empty(&mut self) {
-        if !self.rebuild || self.engine.queued() != (0, 0) {
+        if !self.rebuild || self.queued_in_engine() != (0, 0) {
             return;
         }
-        self.replaced.follow(self.engine.stats());
-        self.engine = (self.build)(self.kind, &self.params);
+        self.drop_engine();
         self.rebuild = false;
+    }
+
+    fn drop_engine(&mut self) {
+        if let Some(engine) = self.engine.take() {
+            self.replaced.follow(engine.stats());
+        }
+    }
+
+    fn queued_in_engine(&self) -> (usize, usize) {
+        self.engine
+            .as_ref()
+            .map_or((0, 0), |engine| engine.queued())
     }
 
     /// Every waiting receive, removed from the queues in no particular order: the
@@ -374,8 +405,8 @@ impl<M, W> Queues<M, W> {
     /// Gives back what the engine and the unexpected queue hold (the communicator is gone);
     /// messages no receive wanted stay unreceived, as they would in MPI. The counters stay.
     pub fn clear(&mut self) {
-        self.replaced.follow(self.engine.stats());
-        self.engine = Box::new(ListEngine::new());
+        self.drop_engine();
+        self.kind = EngineKind::List;
         self.unexpected = Slab::new();
         self.unexpected_order = Order::default();
         self.posted_order = Order::default();
@@ -399,12 +430,15 @@ impl<M, W> Queues<M, W> {
     /// Engine counters (of the engines replaced too), ticks spent matching, (posted,
     /// unexpected) in the engine now, and the assertions it follows.
     pub fn stats(&self) -> (EngineStats, [u64; 2], (usize, usize), Assertions) {
-        let mut stats = *self.engine.stats();
+        let mut stats = self
+            .engine
+            .as_ref()
+            .map_or_else(EngineStats::default, |engine| *engine.stats());
         stats.follow(&self.replaced);
         (
             stats,
             self.match_ticks,
-            self.engine.queued(),
+            self.queued_in_engine(),
             self.params.assertions,
         )
     }

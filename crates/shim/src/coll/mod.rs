@@ -25,7 +25,7 @@ pub use matchshim_core::protocol::coll::algorithms;
 pub use matchshim_core::protocol::coll::Kind;
 
 use crate::config::CollMode;
-use crate::mpi::{self, abi, Code, HandleKey, MPI_Comm, MPI_Request};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Request};
 use crate::report::{Collective, RankReport};
 use crate::runtime::comm::{Comm, Side};
 use crate::runtime::completion::Completion;
@@ -337,17 +337,13 @@ impl Collectives {
     /// Gives a communicator its private duplicate now, while every member is in the call that
     /// creates it (or sets its info): under `MATCHSHIM_COLL=shim`, and where its info makes an
     /// MPI-4 matching assertion (see [`Collectives::apart`]).
-    pub fn adopt(&self, rt: &Runtime, handle: MPI_Comm) -> Result<(), Error> {
-        if handle.key() == abi().comm_null.key() {
-            return Ok(());
-        }
-        let comm = rt.comm(handle)?;
+    pub fn adopt(&self, rt: &Runtime, comm: &'static Comm) -> Result<(), Error> {
         if comm.inter || !(rt.config.coll == CollMode::Shim || comm.asserts()) {
             return Ok(());
         }
         self.state(comm)
             .create_now(comm, self.tags())
-            .map_err(|err| rt.raise(handle, err))
+            .map_err(|err| rt.raise(comm.handle, err))
     }
 
     /// Where a blocking collective that MPI runs on `comm` goes instead of the user's

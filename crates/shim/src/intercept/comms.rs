@@ -9,19 +9,21 @@
 use super::nonblocking_then_wait;
 use crate::coll::COLLECTIVES;
 use crate::config::CollMode;
-use crate::mpi::{self, abi, next, Code, MPI_Comm, MPI_Group, MPI_Info};
+use crate::mpi::{self, abi, next, Code, HandleKey, MPI_Comm, MPI_Group, MPI_Info};
 use crate::runtime::{Error, Runtime};
 use std::os::raw::c_int;
 
 type Result = std::result::Result<Code, Error>;
 type Ints = *const c_int;
 
-/// After a constructor: the new communicator's private duplicate where it gets one.
-fn adopt(rt: &Runtime, code: Code, new: MPI_Comm) -> Result {
-    if code != abi().success {
+/// After a constructor that made `new` from `parent`, given `info` (`MPI_INFO_NULL` where it
+/// takes none): the shim knows the new communicator, with its private duplicate where it gets
+/// one.
+fn adopt(rt: &Runtime, code: Code, new: MPI_Comm, parent: MPI_Comm, info: MPI_Info) -> Result {
+    if code != abi().success || new.key() == abi().comm_null.key() {
         return Ok(code);
     }
-    COLLECTIVES.adopt(rt, new)?;
+    COLLECTIVES.adopt(rt, rt.comm_made(new, parent, info)?)?;
     Ok(code)
 }
 
@@ -50,7 +52,10 @@ pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> 
     }
     // Receives taken back wait in the engine built before the assertions until it is empty.
     rt.step_back();
-    adopt(rt, code, comm)
+    if code == abi().success {
+        COLLECTIVES.adopt(rt, rt.comm(comm)?)?;
+    }
+    Ok(code)
 }
 
 /// Under `MATCHSHIM_COLL=shim` a collective of the shim's may be under way, which a blocking
@@ -76,12 +81,14 @@ pub unsafe fn dup(rt: &'static Runtime, comm: MPI_Comm, newcomm: *mut MPI_Comm) 
         })?
     };
     // SAFETY: MPI wrote the new handle.
-    adopt(rt, code, unsafe { *newcomm })
+    adopt(rt, code, unsafe { *newcomm }, comm, abi().info_null)
 }
 
-/// Defines a constructor: MPI's own call, then the new communicator's private duplicate.
+/// Defines a constructor: MPI's own call, then the new communicator, made from `$parent` given
+/// `$info`.
 macro_rules! constructor {
-    ($name:ident, $mpi:ident, ($($arg:ident : $ty:ty),* $(,)?), $out:ident) => {
+    ($name:ident, $mpi:ident, ($($arg:ident : $ty:ty),* $(,)?), $parent:ident, $info:expr,
+     $out:ident) => {
         #[allow(clippy::too_many_arguments)] // MPI's own
         pub unsafe fn $name(rt: &'static Runtime, $($arg: $ty),*) -> Result {
             rt.step_aside();
@@ -89,37 +96,47 @@ macro_rules! constructor {
             let code = unsafe { next::$mpi($($arg),*) };
             rt.step_back();
             // SAFETY: MPI wrote the new handle when it succeeded (else it is not read).
-            adopt(rt, code, if code == abi().success { unsafe { *$out } } else { abi().comm_null })
+            let new = if code == abi().success { unsafe { *$out } } else { abi().comm_null };
+            adopt(rt, code, new, $parent, $info)
         }
     };
 }
 
 constructor!(dup_with_info, MPI_Comm_dup_with_info,
-    (comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm), newcomm);
+    (comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm),
+    comm, info, newcomm);
 constructor!(split, MPI_Comm_split,
-    (comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm), newcomm);
+    (comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm),
+    comm, abi().info_null, newcomm);
 constructor!(split_type, MPI_Comm_split_type,
     (comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm),
-    newcomm);
+    comm, info, newcomm);
 constructor!(create, MPI_Comm_create,
-    (comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm), newcomm);
+    (comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm),
+    comm, abi().info_null, newcomm);
 constructor!(create_group, MPI_Comm_create_group,
-    (comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm), newcomm);
+    (comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm),
+    comm, abi().info_null, newcomm);
 constructor!(intercomm_merge, MPI_Intercomm_merge,
-    (intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm), newintracomm);
+    (intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm),
+    intercomm, abi().info_null, newintracomm);
 constructor!(cart_create, MPI_Cart_create,
     (comm_old: MPI_Comm, ndims: c_int, dims: Ints, periods: Ints, reorder: c_int,
-     comm_cart: *mut MPI_Comm), comm_cart);
+     comm_cart: *mut MPI_Comm),
+    comm_old, abi().info_null, comm_cart);
 constructor!(cart_sub, MPI_Cart_sub,
-    (comm: MPI_Comm, remain_dims: Ints, newcomm: *mut MPI_Comm), newcomm);
+    (comm: MPI_Comm, remain_dims: Ints, newcomm: *mut MPI_Comm),
+    comm, abi().info_null, newcomm);
 constructor!(graph_create, MPI_Graph_create,
     (comm_old: MPI_Comm, nnodes: c_int, index: Ints, edges: Ints, reorder: c_int,
-     comm_graph: *mut MPI_Comm), comm_graph);
+     comm_graph: *mut MPI_Comm),
+    comm_old, abi().info_null, comm_graph);
 constructor!(dist_graph_create, MPI_Dist_graph_create,
     (comm_old: MPI_Comm, n: c_int, sources: Ints, degrees: Ints, destinations: Ints,
      weights: Ints, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm),
-    comm_dist_graph);
+    comm_old, info, comm_dist_graph);
 constructor!(dist_graph_create_adjacent, MPI_Dist_graph_create_adjacent,
     (comm_old: MPI_Comm, indegree: c_int, sources: Ints, sourceweights: Ints, outdegree: c_int,
      destinations: Ints, destweights: Ints, info: MPI_Info, reorder: c_int,
-     comm_dist_graph: *mut MPI_Comm), comm_dist_graph);
+     comm_dist_graph: *mut MPI_Comm),
+    comm_old, info, comm_dist_graph);

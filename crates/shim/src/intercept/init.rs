@@ -123,7 +123,9 @@ pub fn started(config: Result<Config, String>) {
     // No traffic yet: under `MATCHSHIM_COLL=shim` the duplicates of the predefined
     // communicators are made at once.
     for handle in [abi().comm_world, abi().comm_self] {
-        let _ = COLLECTIVES.adopt(rt, handle);
+        if let Ok(comm) = rt.comm(handle) {
+            let _ = COLLECTIVES.adopt(rt, comm);
+        }
     }
 }
 

@@ -449,10 +449,10 @@ impl Comm {
         id: u64,
         handle: MPI_Comm,
         (size, rank, inter): (c_int, c_int, bool),
+        assertions: Assertions,
         process: &'static Process,
         now_ns: u64,
     ) -> Comm {
-        let assertions = mpi::comm_assertions(handle);
         let params = EngineParams {
             comm_size: size.max(0) as usize,
             assertions,

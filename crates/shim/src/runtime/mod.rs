@@ -25,7 +25,7 @@ pub mod table;
 pub mod thread;
 
 use crate::config::Config;
-use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Request, MPI_Status};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Info, MPI_Request, MPI_Status};
 use crate::report::RankReport;
 use comm::{Comm, Process};
 use parking_lot::Mutex;
@@ -268,6 +268,25 @@ impl Runtime {
     #[inline]
     pub fn comm(&self, handle: MPI_Comm) -> Result<&'static Comm, Error> {
         self.comms.get(handle).map_err(|_| Error::Invalid)
+    }
+
+    /// The communicator a constructor made from `parent`, given `info` (`MPI_INFO_NULL` where
+    /// the constructor takes none). A new communicator's MPI-4 assertions come from its parent
+    /// or that info, so while neither asserts anything MPI is not asked for its info: MPICH's
+    /// `MPI_Comm_get_info` builds an object of every hint it knows, several times the cost of
+    /// a whole `MPI_Comm_dup`.
+    pub fn comm_made(
+        &self,
+        handle: MPI_Comm,
+        parent: MPI_Comm,
+        info: MPI_Info,
+    ) -> Result<&'static Comm, Error> {
+        let parent_asserts = self.comm(parent).is_ok_and(|parent| parent.asserts());
+        let inherited = (!parent_asserts && mpi::info_assertions(info) == Default::default())
+            .then(Default::default);
+        self.comms
+            .made(handle, inherited)
+            .map_err(|_| Error::Invalid)
     }
 
     /// The user frees `handle`: receives waiting in the shim go to MPI first, which completes

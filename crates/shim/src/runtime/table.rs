@@ -2,7 +2,7 @@
 
 use super::comm::{Comm, Process};
 use super::thread::{self, Serial};
-use crate::matching::EngineStats;
+use crate::matching::{Assertions, EngineStats};
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
 use crate::report::{Bursts, CommReport};
 use parking_lot::{Mutex, RwLock};
@@ -120,7 +120,7 @@ impl CommTable {
         let known = self.comms.read().get(&key).copied();
         let comm = match known {
             Some(comm) => comm,
-            None => self.add(handle)?,
+            None => self.add(handle, None)?,
         };
         if self.multiple {
             thread::with_local(|local| local.set_last(handle, comm));
@@ -131,12 +131,30 @@ impl CommTable {
         Ok(comm)
     }
 
+    /// The communicator a constructor just made, whose MPI-4 assertions the caller knows
+    /// (`None`: MPI is asked for them).
+    pub fn made(
+        &self,
+        handle: MPI_Comm,
+        assertions: Option<Assertions>,
+    ) -> Result<&'static Comm, Rejected> {
+        match self.known(handle) {
+            Some(comm) => Ok(comm),
+            None => self.add(handle, assertions),
+        }
+    }
+
     #[cold]
-    fn add(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
+    fn add(
+        &self,
+        handle: MPI_Comm,
+        assertions: Option<Assertions>,
+    ) -> Result<&'static Comm, Rejected> {
         if handle.key() == abi().comm_null.key() {
             return Err(Rejected);
         }
         let shape = mpi::comm_shape(handle).map_err(|_| Rejected)?;
+        let assertions = assertions.unwrap_or_else(|| mpi::comm_assertions(handle));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut comms = self.comms.write();
         if let Some(&comm) = comms.get(&handle.key()) {
@@ -144,8 +162,14 @@ impl CommTable {
         }
         let now = self.process.clock.elapsed_ns();
         // Kept for the run: a reference to it never dangles, so none is counted.
-        let comm: &'static Comm =
-            Box::leak(Box::new(Comm::new(id, handle, shape, self.process, now)));
+        let comm: &'static Comm = Box::leak(Box::new(Comm::new(
+            id,
+            handle,
+            shape,
+            assertions,
+            self.process,
+            now,
+        )));
         comms.insert(handle.key(), comm);
         drop(comms);
         mpi::comm_set_attr(handle, self.keyval);

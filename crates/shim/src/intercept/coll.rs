@@ -87,15 +87,26 @@ unsafe fn collective(
 /// MPI-4 matching assertion, with no receive waiting in the shim.
 #[inline]
 pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
-    let Ok(c) = rt.comm(comm) else {
-        return false;
+    let registered = rt.comms.registered(comm);
+    let mpi_runs_at_any_size = match rt.config.coll {
+        CollMode::Shim => false,
+        CollMode::Native => true,
+        CollMode::Auto => !shim_may_pay(kind, Form::Blocking, c_int::MAX),
     };
-    let mpi_runs = !c.asserts()
-        && match rt.config.coll {
-            CollMode::Shim => false,
-            CollMode::Native => true,
-            CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
+    let mpi_runs = if registered.is_none() && mpi_runs_at_any_size && rt.comms.deferred(comm) {
+        // It asserts nothing, and this call leaves it unregistered.
+        true
+    } else {
+        let Some(c) = registered.or_else(|| rt.comm(comm).ok()) else {
+            return false;
         };
+        !c.asserts()
+            && match rt.config.coll {
+                CollMode::Shim => false,
+                CollMode::Native => true,
+                CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
+            }
+    };
     if mpi_runs && !rt.needs_progress() {
         COLLECTIVES.passed_to_mpi(kind);
         return true;

@@ -17,13 +17,14 @@ type Result = std::result::Result<Code, Error>;
 type Ints = *const c_int;
 
 /// After a constructor that made `new` from `parent`, given `info` (`MPI_INFO_NULL` where it
-/// takes none): the shim knows the new communicator, with its private duplicate where it gets
-/// one.
+/// takes none): the new communicator's private duplicate where it gets one.
 fn adopt(rt: &Runtime, code: Code, new: MPI_Comm, parent: MPI_Comm, info: MPI_Info) -> Result {
     if code != abi().success || new.key() == abi().comm_null.key() {
         return Ok(code);
     }
-    COLLECTIVES.adopt(rt, rt.comm_made(new, parent, info)?)?;
+    if let Some(comm) = rt.comm_made(new, parent, info)? {
+        COLLECTIVES.adopt(rt, comm)?;
+    }
     Ok(code)
 }
 
@@ -44,6 +45,8 @@ pub unsafe fn disconnect(rt: &'static Runtime, comm: *mut MPI_Comm) -> Result {
 /// Assertions in the new info (MPI-4 `mpi_assert_*`) change how the shim's engine matches,
 /// and give the communicator its private duplicate (`MPI_Comm_set_info` is collective).
 pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> Result {
+    // Registered below with the assertions MPI then gives.
+    rt.comms.forget_deferred(comm);
     rt.step_aside();
     // SAFETY: the caller's arguments.
     let code = unsafe { next::MPI_Comm_set_info(comm, info) };

@@ -24,7 +24,7 @@ pub mod request;
 pub mod table;
 pub mod thread;
 
-use crate::config::Config;
+use crate::config::{CollMode, Config};
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Info, MPI_Request, MPI_Status};
 use crate::report::RankReport;
 use comm::{Comm, Process};
@@ -271,22 +271,26 @@ impl Runtime {
     }
 
     /// The communicator a constructor made from `parent`, given `info` (`MPI_INFO_NULL` where
-    /// the constructor takes none). A new communicator's MPI-4 assertions come from its parent
-    /// or that info, so while neither asserts anything MPI is not asked for its info: MPICH's
-    /// `MPI_Comm_get_info` builds an object of every hint it knows, several times the cost of
-    /// a whole `MPI_Comm_dup`.
+    /// the constructor takes none), where the shim needs it now: under `MATCHSHIM_COLL=shim`
+    /// (its private duplicate), or where its parent or that info asserts something (MPI is
+    /// then asked for its info). Otherwise it asserts nothing and is registered when the shim
+    /// first needs it (`None`). MPICH's `MPI_Comm_get_info` builds an object of every hint it
+    /// knows, several times the cost of a whole `MPI_Comm_dup`.
     pub fn comm_made(
         &self,
         handle: MPI_Comm,
         parent: MPI_Comm,
         info: MPI_Info,
-    ) -> Result<&'static Comm, Error> {
-        let parent_asserts = self.comm(parent).is_ok_and(|parent| parent.asserts());
-        let inherited = (!parent_asserts && mpi::info_assertions(info) == Default::default())
-            .then(Default::default);
-        self.comms
-            .made(handle, inherited)
-            .map_err(|_| Error::Invalid)
+    ) -> Result<Option<&'static Comm>, Error> {
+        let parent_asserts =
+            !self.comms.deferred(parent) && self.comm(parent).is_ok_and(|parent| parent.asserts());
+        if !parent_asserts && mpi::info_assertions(info) == Default::default() {
+            self.comms.defer(handle);
+            if self.config.coll != CollMode::Shim {
+                return Ok(None);
+            }
+        }
+        self.comm(handle).map(Some)
     }
 
     /// The user frees `handle`: receives waiting in the shim go to MPI first, which completes
@@ -296,6 +300,7 @@ impl Runtime {
         if handle == abi().comm_world || handle == abi().comm_self {
             return;
         }
+        self.comms.forget_deferred(handle);
         if let Some(comm) = self.comms.known(handle) {
             comm.release();
         }

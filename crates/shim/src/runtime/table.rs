@@ -6,7 +6,7 @@ use crate::matching::{Assertions, EngineStats};
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
 use crate::report::{Bursts, CommReport};
 use parking_lot::{Mutex, RwLock};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -57,6 +57,8 @@ pub struct CommTable {
     comms: RwLock<FxHashMap<usize, &'static Comm>>,
     /// The communicator looked up last (below `MPI_THREAD_MULTIPLE`).
     last: Serial<(usize, Option<&'static Comm>)>,
+    /// Communicators constructors made that assert nothing, not registered yet.
+    deferred: Mutex<FxHashSet<usize>>,
     next_id: AtomicU64,
     /// Counters of communicators already freed.
     retired: Mutex<Totals>,
@@ -76,6 +78,7 @@ impl CommTable {
         CommTable {
             comms: RwLock::new(FxHashMap::default()),
             last: Serial::new((usize::MAX, None)),
+            deferred: Mutex::new(FxHashSet::default()),
             next_id: AtomicU64::new(0),
             retired: Mutex::new(Totals::default()),
             keyval: mpi::comm_keyval(on_free),
@@ -120,7 +123,7 @@ impl CommTable {
         let known = self.comms.read().get(&key).copied();
         let comm = match known {
             Some(comm) => comm,
-            None => self.add(handle, None)?,
+            None => self.add(handle)?,
         };
         if self.multiple {
             thread::with_local(|local| local.set_last(handle, comm));
@@ -131,30 +134,39 @@ impl CommTable {
         Ok(comm)
     }
 
-    /// The communicator a constructor just made, whose MPI-4 assertions the caller knows
-    /// (`None`: MPI is asked for them).
-    pub fn made(
-        &self,
-        handle: MPI_Comm,
-        assertions: Option<Assertions>,
-    ) -> Result<&'static Comm, Rejected> {
-        match self.known(handle) {
-            Some(comm) => Ok(comm),
-            None => self.add(handle, assertions),
-        }
+    /// A constructor made `handle`, which asserts nothing: it is registered when the shim first
+    /// needs it, which for most communicators is never (a registered one costs MPI calls, and
+    /// memory kept for the run).
+    pub fn defer(&self, handle: MPI_Comm) {
+        self.deferred.lock().insert(handle.key());
+    }
+
+    /// Whether `handle` is a communicator a constructor made and the shim has not needed yet.
+    pub fn deferred(&self, handle: MPI_Comm) -> bool {
+        self.deferred.lock().contains(&handle.key())
+    }
+
+    /// The user frees `handle`, or changes its info: if it was deferred, it is forgotten.
+    pub fn forget_deferred(&self, handle: MPI_Comm) {
+        self.deferred.lock().remove(&handle.key());
+    }
+
+    /// The communicator of `handle` if the shim registered it, without registering it.
+    pub fn registered(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        self.last(handle).or_else(|| self.known(handle))
     }
 
     #[cold]
-    fn add(
-        &self,
-        handle: MPI_Comm,
-        assertions: Option<Assertions>,
-    ) -> Result<&'static Comm, Rejected> {
+    fn add(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
         if handle.key() == abi().comm_null.key() {
             return Err(Rejected);
         }
         let shape = mpi::comm_shape(handle).map_err(|_| Rejected)?;
-        let assertions = assertions.unwrap_or_else(|| mpi::comm_assertions(handle));
+        let assertions = if self.deferred.lock().remove(&handle.key()) {
+            Assertions::default()
+        } else {
+            mpi::comm_assertions(handle)
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut comms = self.comms.write();
         if let Some(&comm) = comms.get(&handle.key()) {

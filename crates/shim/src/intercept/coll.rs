@@ -17,6 +17,7 @@ use crate::coll::schedule::{Builder, Ints, Types};
 use crate::coll::{algorithms, Kind, COLLECTIVES};
 use crate::config::CollMode;
 use crate::mpi::{abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::runtime::comm::Comm;
 use crate::runtime::{Error, Runtime};
 use algorithms::{Invalid, Plan, Prefix};
 use matchshim_core::protocol::coll::{shim_may_pay, Form};
@@ -87,31 +88,39 @@ unsafe fn collective(
 /// MPI-4 matching assertion, with no receive waiting in the shim.
 #[inline]
 pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
-    let registered = rt.comms.registered(comm);
-    let mpi_runs_at_any_size = match rt.config.coll {
-        CollMode::Shim => false,
-        CollMode::Native => true,
-        CollMode::Auto => !shim_may_pay(kind, Form::Blocking, c_int::MAX),
-    };
-    let mpi_runs = if registered.is_none() && mpi_runs_at_any_size && rt.comms.deferred(comm) {
-        // It asserts nothing, and this call leaves it unregistered.
-        true
-    } else {
-        let Some(c) = registered.or_else(|| rt.comm(comm).ok()) else {
-            return false;
-        };
-        !c.asserts()
-            && match rt.config.coll {
-                CollMode::Shim => false,
-                CollMode::Native => true,
-                CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
-            }
+    let mpi_runs = match rt.comms.registered(comm) {
+        Some(c) => mpi_runs_on(rt, c, kind),
+        None => mpi_runs_unregistered(rt, comm, kind),
     };
     if mpi_runs && !rt.needs_progress() {
         COLLECTIVES.passed_to_mpi(kind);
         return true;
     }
     false
+}
+
+/// Whether MPI runs a blocking call of `kind` on `c` as the program made it.
+#[inline]
+fn mpi_runs_on(rt: &Runtime, c: &Comm, kind: Kind) -> bool {
+    !c.asserts()
+        && match rt.config.coll {
+            CollMode::Shim => false,
+            CollMode::Native => true,
+            CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
+        }
+}
+
+/// [`mpi_runs_on`] for a communicator the shim has not registered.
+#[cold]
+fn mpi_runs_unregistered(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
+    let at_any_size = match rt.config.coll {
+        CollMode::Shim => false,
+        CollMode::Native => true,
+        CollMode::Auto => !shim_may_pay(kind, Form::Blocking, c_int::MAX),
+    };
+    // A deferred one asserts nothing, and this call leaves it unregistered.
+    (at_any_size && rt.comms.deferred(comm))
+        || rt.comm(comm).is_ok_and(|c| mpi_runs_on(rt, c, kind))
 }
 
 /// A count per rank, from the caller's array (empty if there is none).

@@ -125,13 +125,18 @@ impl CommTable {
             Some(comm) => comm,
             None => self.add(handle)?,
         };
+        self.remember(handle, comm);
+        Ok(comm)
+    }
+
+    /// `comm`, of `handle`, is the communicator looked up last.
+    fn remember(&self, handle: MPI_Comm, comm: &'static Comm) {
         if self.multiple {
             thread::with_local(|local| local.set_last(handle, comm));
         } else {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
-            unsafe { self.last.set((key, Some(comm))) };
+            unsafe { self.last.set((handle.key(), Some(comm))) };
         }
-        Ok(comm)
     }
 
     /// A constructor made `handle`, which asserts nothing: it is registered when the shim first
@@ -152,8 +157,19 @@ impl CommTable {
     }
 
     /// The communicator of `handle` if the shim registered it, without registering it.
+    #[inline]
     pub fn registered(&self, handle: MPI_Comm) -> Option<&'static Comm> {
-        self.last(handle).or_else(|| self.known(handle))
+        match self.last(handle) {
+            Some(comm) => Some(comm),
+            None => self.registered_in_map(handle),
+        }
+    }
+
+    #[inline(never)]
+    fn registered_in_map(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        let comm = self.known(handle)?;
+        self.remember(handle, comm);
+        Some(comm)
     }
 
     #[cold]

@@ -656,7 +656,12 @@ pub unsafe fn any(
                 // (see `all_failed_mpich`): a failed operation completed as a success there.
                 let failed = (*index >= 0).then(|| entries[*index as usize].failed());
                 match failed.flatten() {
-                    Some(err) if cfg!(mpich) => return Err(rt.raise(abi().comm_world, err)),
+                    Some(err) if cfg!(mpich) => {
+                        if !blocking {
+                            *flag = any_done;
+                        }
+                        return Err(rt.raise(abi().comm_world, err));
+                    }
                     _ => code,
                 }
             }

@@ -156,6 +156,8 @@ pub struct RankReport {
     pub rank: usize,
     pub size: usize,
     pub thread_level: i32,
+    /// Communicators the shim registered: a receive, probe or collective of the shim's needed
+    /// them, or they assert something (one the shim never needed is not counted).
     pub communicators: u64,
     pub point_to_point: Traffic,
     pub collective: Traffic,

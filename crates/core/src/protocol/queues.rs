@@ -226,7 +226,9 @@ impl<M, W> Queues<M, W> {
             }
         }
         self.match_burst(inbox);
-        self.inbox_was_empty = pulled == 0;
+        if ahead > 0 {
+            self.inbox_was_empty = pulled == 0;
+        }
         pulled == ahead
     }
 

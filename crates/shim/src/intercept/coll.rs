@@ -102,24 +102,25 @@ pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
 /// Whether MPI runs a blocking call of `kind` on `c` as the program made it.
 #[inline]
 fn mpi_runs_on(rt: &Runtime, c: &Comm, kind: Kind) -> bool {
-    !c.asserts()
-        && match rt.config.coll {
-            CollMode::Shim => false,
-            CollMode::Native => true,
-            CollMode::Auto => c.inter || !shim_may_pay(kind, Form::Blocking, c.size),
-        }
+    !c.asserts() && mpi_runs_at(rt, kind, c.inter, c.size)
+}
+
+/// Whether MPI runs a blocking call of `kind` on a communicator of `size` that asserts
+/// nothing.
+#[inline]
+fn mpi_runs_at(rt: &Runtime, kind: Kind, inter: bool, size: c_int) -> bool {
+    match rt.config.coll {
+        CollMode::Shim => false,
+        CollMode::Native => true,
+        CollMode::Auto => inter || !shim_may_pay(kind, Form::Blocking, size),
+    }
 }
 
 /// [`mpi_runs_on`] for a communicator the shim has not registered.
 #[cold]
 fn mpi_runs_unregistered(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
-    let at_any_size = match rt.config.coll {
-        CollMode::Shim => false,
-        CollMode::Native => true,
-        CollMode::Auto => !shim_may_pay(kind, Form::Blocking, c_int::MAX),
-    };
-    // A deferred one asserts nothing, and this call leaves it unregistered.
-    (at_any_size && rt.comms.deferred(comm))
+    // A deferred one asserts nothing; a call MPI runs at any size leaves it unregistered.
+    (mpi_runs_at(rt, kind, false, c_int::MAX) && rt.comms.deferred(comm))
         || rt.comm(comm).is_ok_and(|c| mpi_runs_on(rt, c, kind))
 }
 

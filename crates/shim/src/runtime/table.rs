@@ -119,9 +119,7 @@ impl CommTable {
 
     #[inline(never)]
     fn get_from_map(&self, handle: MPI_Comm) -> Result<&'static Comm, Rejected> {
-        let key = handle.key();
-        let known = self.comms.read().get(&key).copied();
-        let comm = match known {
+        let comm = match self.known(handle) {
             Some(comm) => comm,
             None => self.add(handle)?,
         };

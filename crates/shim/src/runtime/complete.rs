@@ -14,7 +14,7 @@
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::request::{self, Operation, Request};
+use super::request::{self, Known, Operation, Request};
 use super::{Error, Runtime};
 use crate::mpi::{self, abi, empty_status, store_status, Code, MPI_Comm, MPI_Request, MPI_Status};
 use std::cell::Cell;
@@ -57,7 +57,7 @@ enum Split {
     /// No operation of the shim's is among them and nothing needs the shim's progress: MPI's
     /// call serves, and the requests the shim counts (delegated receives, with their positions)
     /// are accounted for after it.
-    Mpi(Vec<(usize, Request)>),
+    Mpi(Known),
     /// Each request's entry.
     Mixed(Vec<Entry>),
 }
@@ -218,7 +218,7 @@ fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
 unsafe fn through_mpi(
     rt: &Runtime,
     requests: *mut MPI_Request,
-    known: Vec<(usize, Request)>,
+    known: Known,
     call: impl FnOnce() -> Code,
 ) -> Code {
     // SAFETY: the pointers are the caller's, valid as the MPI call that reached here

@@ -17,8 +17,9 @@ use crate::mpi::{self, abi, Code, HandleKey, MPI_Request, MPI_Status};
 use matchshim_core::protocol::{policy::FOLLOW_EVERY, Policy};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 /// Something the shim completes for the user.
@@ -171,6 +172,10 @@ impl Request {
     }
 }
 
+/// Known requests among a completion call's handles, with their positions: a followed
+/// receive or two, mostly, kept without an allocation.
+pub type Known = SmallVec<[(usize, Request); 4]>;
+
 /// The user handles the shim knows, with what stands behind each.
 ///
 /// Completion calls ask about every handle they get, most of them MPI's own; a one-word filter
@@ -181,7 +186,12 @@ impl Request {
 pub struct Registry {
     table: Mutex<Table>,
     filter: AtomicU64,
+    /// The one handle registered while exactly one is (a followed receive, mostly), else
+    /// [`NO_SOLE`]: an array is then searched for it by comparison alone.
+    sole: AtomicUsize,
 }
+
+const NO_SOLE: usize = usize::MAX;
 
 #[derive(Default)]
 struct Table {
@@ -196,18 +206,43 @@ fn filter_bit(key: usize) -> u64 {
     1 << ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
+/// Where the handle of `key` is among `handles`: blocks are compared whole, which the
+/// compiler vectorises, before the one that holds it is searched.
+#[inline]
+fn position_of(handles: &[MPI_Request], key: usize) -> Option<usize> {
+    const BLOCK: usize = 16;
+    handles.chunks(BLOCK).enumerate().find_map(|(b, block)| {
+        let here = block.iter().fold(false, |hit, h| hit | (h.key() == key));
+        here.then(|| block.iter().position(|h| h.key() == key))
+            .flatten()
+            .map(|i| b * BLOCK + i)
+    })
+}
+
 impl Registry {
     pub fn new() -> Registry {
         Registry {
             table: Mutex::new(Table::default()),
             filter: AtomicU64::new(0),
+            sole: AtomicUsize::new(NO_SOLE),
         }
+    }
+
+    /// Sets `sole` from the table, under its lock.
+    fn refresh_sole(&self, table: &Table) {
+        let sole = if table.requests.len() == 1 {
+            table.requests.keys().next().copied().unwrap_or(NO_SOLE)
+        } else {
+            NO_SOLE
+        };
+        self.sole.store(sole, Release);
     }
 
     pub fn insert(&self, handle: MPI_Request, request: Request) {
         let key = handle.key();
         let mut table = self.table.lock();
         table.requests.insert(key, request);
+        self.refresh_sole(&table);
         self.filter.fetch_or(filter_bit(key), Release);
     }
 
@@ -232,19 +267,34 @@ impl Registry {
     }
 
     /// The known handles among `handles`, with their positions.
-    pub fn known_in(&self, handles: &[MPI_Request]) -> Vec<(usize, Request)> {
+    pub fn known_in(&self, handles: &[MPI_Request]) -> Known {
         let filter = self.filter.load(Acquire);
-        let mut known = Vec::new();
+        let mut known = Known::new();
         if filter == 0 {
             return known;
         }
-        let mut table = None;
-        for (i, handle) in handles.iter().enumerate() {
+        // Completion arrays are mostly MPI's own handles: one pass without the lock or a
+        // hash lookup finds the first that may be known, if any.
+        let sole = self.sole.load(Acquire);
+        let first = if sole == NO_SOLE {
+            handles
+                .iter()
+                .position(|handle| filter & filter_bit(handle.key()) != 0)
+        } else {
+            position_of(handles, sole)
+        };
+        let Some(first) = first else {
+            return known;
+        };
+        let table = self.table.lock();
+        for (i, handle) in handles.iter().enumerate().skip(first) {
             let key = handle.key();
             if filter & filter_bit(key) != 0 {
-                let table = table.get_or_insert_with(|| self.table.lock());
                 if let Some(request) = table.requests.get(&key) {
                     known.push((i, request.clone()));
+                    if known.len() == table.requests.len() {
+                        break;
+                    }
                 }
             }
         }
@@ -257,6 +307,7 @@ impl Registry {
             return;
         }
         table.removals += 1;
+        self.refresh_sole(&table);
         // A rebuild reads the whole table: as many removals as entries pay for it.
         let due = REBUILD_EVERY.max(table.requests.len().min(u32::MAX as usize) as u32);
         if table.requests.is_empty() || table.removals >= due {

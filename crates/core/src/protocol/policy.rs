@@ -82,6 +82,10 @@ pub struct Takeover {
     multiple: bool,
     /// The policy is [`Policy::Auto`], the only one with a plain path.
     auto: bool,
+    /// Below `MPI_THREAD_MULTIPLE`: auto, delegated, no dense calls left and outstanding
+    /// receives within the limit, kept in one byte so that the plain path reads one
+    /// ([`Takeover::refresh_plain`] after every change of those).
+    plain_open: AtomicBool,
     /// Calls left that are all timed, after a switch to delegated.
     dense: AtomicU32,
     /// Receives MPI holds for this communicator (posted delegated, not yet seen complete), as
@@ -244,6 +248,7 @@ impl Takeover {
             mode: AtomicU8::new(mode as u8),
             multiple,
             auto: policy == Policy::Auto,
+            plain_open: AtomicBool::new(false),
             dense: AtomicU32::new(4),
             outstanding: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
@@ -296,6 +301,7 @@ impl Takeover {
         add(&self.shard().delegated_receives, 1, multiple);
         if weight > 0 {
             add(&self.outstanding, weight as isize, multiple);
+            self.refresh_plain();
         }
     }
 
@@ -317,6 +323,21 @@ impl Takeover {
     #[inline]
     pub fn completed_in_mpi(&self, weight: usize) {
         add(&self.outstanding, -(weight as isize), self.multiple());
+        self.refresh_plain();
+    }
+
+    /// Sets `plain_open` from the fields it stands for (below `MPI_THREAD_MULTIPLE`, where
+    /// only the calling thread changes them).
+    #[inline]
+    fn refresh_plain(&self) {
+        if self.multiple() {
+            return;
+        }
+        let open = self.auto
+            && self.mode.load(Relaxed) == Mode::Delegated as u8
+            && self.dense.load(Relaxed) == 0
+            && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed);
+        self.plain_open.store(open, Relaxed);
     }
 
     #[inline]
@@ -394,6 +415,7 @@ impl Takeover {
             self.dense.store(4, Relaxed);
             self.deep_in_row.store(0, Relaxed);
         }
+        self.refresh_plain();
         let since = self.mode_since_ns.swap(now_ns, Relaxed);
         self.time_ns[old as usize].fetch_add(now_ns.saturating_sub(since), Relaxed);
         self.switches.fetch_add(1, Relaxed);
@@ -449,6 +471,7 @@ impl Takeover {
                 let dense = self.dense.load(Relaxed);
                 if dense > 0 {
                     self.dense.store(dense - 1, Relaxed);
+                    self.refresh_plain();
                     return Call::DelegateTimed;
                 }
                 if calls.is_multiple_of(SAMPLE_EVERY) {
@@ -485,11 +508,15 @@ impl Takeover {
     /// The test and counting of [`Takeover::plain_delegation`] on `shard`.
     #[inline(always)]
     fn plainly_counted(&self, call: PlainCall, slot: usize, multiple: bool) -> Option<Entry<'_>> {
-        if !self.auto
-            || self.mode() != Mode::Delegated
-            || self.dense.load(Relaxed) > 0
-            || self.outstanding.load(Relaxed) > self.limit.load(Relaxed)
-        {
+        let open = if multiple {
+            self.auto
+                && self.mode() == Mode::Delegated
+                && self.dense.load(Relaxed) == 0
+                && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed)
+        } else {
+            self.plain_open.load(Relaxed)
+        };
+        if !open {
             return None;
         }
         let shard = if multiple {
@@ -513,7 +540,9 @@ impl Takeover {
             Entry(None)
         };
         shard.calls.store(calls, Relaxed);
-        shard.nonblocking.store(followed, Relaxed);
+        if posting {
+            shard.nonblocking.store(followed, Relaxed);
+        }
         if call != PlainCall::Iprobe {
             // Only the thread that owns a shard writes it.
             add(&shard.delegated_receives, 1, multiple && slot >= SHARDS);
@@ -629,6 +658,7 @@ impl Takeover {
             }
         };
         self.limit.store(limit, Relaxed);
+        self.refresh_plain();
         self.deep_needed.store(needed, Relaxed);
     }
 }

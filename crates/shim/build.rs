@@ -380,11 +380,12 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          }}\n    \
          if BELOW.absent() {{\n        \
          // SAFETY: the caller's arguments, as MPI requires them.\n        \
-         return unsafe {{ shim_{name}({args}) }};\n    \
+         return unsafe {{ {profiled}{name}({args}) }};\n    \
          }}\n    \
          // SAFETY: as above.\n    \
          unsafe {{ looked_up({args}) }}\n}}\n\n",
         does = call.does,
+        profiled = if call.plain.is_some() { "profiled_" } else { "shim_" },
     )
     .unwrap();
     if let Some(cfg) = cfg(call, large) {
@@ -397,6 +398,19 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          pub unsafe extern \"C\" fn shim_{name}({params}) -> c_int {{\n"
     )
     .unwrap();
+    if call.plain.is_some() {
+        let cfg = cfg(call, large).map_or(String::new(), |c| format!("#[cfg({c})]\n"));
+        write!(
+            out,
+            "    // SAFETY: the caller's arguments, as MPI requires them.\n    \
+             unsafe {{ profiled_{name}({args}) }}\n}}\n\n{cfg}\
+             /// `P{name}`'s body, inlined into `{name}` as well: its plain path makes no call\n\
+             /// but MPI's.\n\
+             #[inline(always)]\n{many_args}\
+             unsafe fn profiled_{name}({params}) -> c_int {{\n"
+        )
+        .unwrap();
+    }
     // With a plain path, `checked` notes it: the plain path then makes no call but MPI's.
     if call.plain.is_none() {
         out.push_str("    crate::mpi::reached();\n");
@@ -510,7 +524,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
              match serial_runtime() {{\n        \
              // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
-             Some(rt) if !crate::mpi::probing() && unsafe {{ {plain} }} => {{\n            \
+             Some(rt) if unsafe {{ {plain} }} => {{\n            \
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
              unsafe {{ next::{name}({args}) }}\n        \
              }}\n        \

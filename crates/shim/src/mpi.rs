@@ -1251,9 +1251,11 @@ impl Below {
     #[cold]
     fn pass_checked<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
         PROBING.fetch_add(1, Ordering::SeqCst);
+        crate::runtime::thread::probing(true);
         let before = REACHED.with(|r| r.replace(false));
         let result = call();
         let reached = REACHED.with(|r| r.replace(before));
+        crate::runtime::thread::probing(false);
         PROBING.fetch_sub(1, Ordering::SeqCst);
         if !self.checked.swap(true, Ordering::Relaxed)
             && !reached

@@ -18,7 +18,7 @@ use crate::coll::{algorithms, Kind, COLLECTIVES};
 use crate::config::CollMode;
 use crate::mpi::{abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::runtime::comm::Comm;
-use crate::runtime::{Error, Runtime};
+use crate::runtime::{Error, Runtime, View};
 use algorithms::{Invalid, Plan, Prefix};
 use matchshim_core::protocol::coll::{shim_may_pay, Form};
 use std::os::raw::{c_int, c_void};
@@ -87,12 +87,13 @@ unsafe fn collective(
 /// `auto` where the shim's algorithm never pays at this size, on a communicator that makes no
 /// MPI-4 matching assertion, with no receive waiting in the shim.
 #[inline]
-pub fn plainly_mpi(rt: &Runtime, comm: MPI_Comm, kind: Kind) -> bool {
+pub fn plainly_mpi(view: impl View, comm: MPI_Comm, kind: Kind) -> bool {
+    let rt = view.rt();
     let mpi_runs = match rt.comms.registered(comm) {
         Some(c) => mpi_runs_on(rt, c, kind),
         None => mpi_runs_unregistered(rt, comm, kind),
     };
-    if mpi_runs && !rt.needs_progress() {
+    if mpi_runs && !view.needs_progress() {
         COLLECTIVES.passed_to_mpi(kind);
         return true;
     }

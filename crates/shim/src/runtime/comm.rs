@@ -516,6 +516,11 @@ impl Comm {
                 .fetch_sub((-delta) as usize, Ordering::AcqRel);
             self.pending.fetch_sub((-delta) as usize, Ordering::AcqRel);
         }
+        if !process.multiple {
+            let pending = process.pending.load(Ordering::Relaxed) > 0;
+            // SAFETY: below MPI_THREAD_MULTIPLE.
+            unsafe { super::thread::close_serial(super::thread::gate::PENDING, pending) };
+        }
     }
 
     /// Receives of this communicator waiting for progress.

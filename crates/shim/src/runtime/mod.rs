@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 use request::Registry;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use table::{CommTable, Totals};
 
@@ -87,6 +87,9 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 
+/// [`RUNTIME`]'s value once installed, for the serial plain path: a plain load.
+static SERIAL_RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
+
 thread_local! {
     static SCRATCH: RefCell<Vec<&'static Comm>> = const { RefCell::new(Vec::new()) };
 }
@@ -111,18 +114,110 @@ pub fn started_runtime() -> Option<&'static Runtime> {
         .filter(|rt| !rt.finalized.load(Ordering::Relaxed))
 }
 
-/// [`runtime`] below `MPI_THREAD_MULTIPLE` (`None` at `MPI_THREAD_MULTIPLE`): plain loads only.
+/// [`runtime`] for the plain path below `MPI_THREAD_MULTIPLE`: `None` at that level, while
+/// a tool is probed or while anything waits for the shim's progress. One load for the gate,
+/// one for the runtime.
 #[inline(always)]
-pub fn serial_runtime() -> Option<&'static Runtime> {
-    let rt = RUNTIME.get()?;
-    if rt.multiple || rt.finalized.load(Ordering::Relaxed) {
+pub fn serial_runtime() -> Option<Serial> {
+    if !thread::serial_gate_open() {
         return None;
     }
-    // SAFETY: below MPI_THREAD_MULTIPLE (checked above).
-    if unsafe { thread::in_call_serial() }.is_some() {
-        return None;
+    let rt = SERIAL_RUNTIME.load(Ordering::Relaxed);
+    // SAFETY: the gate opens only after the runtime was installed (which the compiler is
+    // told, so that it does not test the pointer again).
+    unsafe {
+        std::hint::assert_unchecked(!rt.is_null());
+        Some(Serial(&*rt))
     }
-    Some(rt)
+}
+
+/// The runtime as a plain path's test sees it: `&Runtime` asks it everything; [`Serial`]
+/// knows from the gate it passed that the level is below `MPI_THREAD_MULTIPLE` and that
+/// nothing waits for the shim's progress, so those tests cost nothing there.
+pub trait View: Copy {
+    fn rt(self) -> &'static Runtime;
+    fn multiple(self) -> bool;
+    fn needs_progress(self) -> bool;
+
+    /// A single-completion call on `handle` can go to MPI as it is: the handle is MPI's own
+    /// (not even followed) and nothing waits for the shim's progress.
+    #[inline(always)]
+    fn plainly_completed(self, handle: MPI_Request) -> bool {
+        self.rt().requests.surely_unknown(handle) && !self.needs_progress()
+    }
+
+    /// A completion call over `count` handles at `requests` can go to MPI as it is: none of
+    /// them is the shim's (nor followed) and nothing waits for the shim's progress.
+    ///
+    /// # Safety
+    /// `requests` holds `count` handles, or `count` is not positive.
+    #[inline]
+    unsafe fn plainly_completed_all(self, count: c_int, requests: *const MPI_Request) -> bool {
+        if self.needs_progress() {
+            return false;
+        }
+        if count <= 0 || requests.is_null() {
+            return true;
+        }
+        let registry = &self.rt().requests;
+        // SAFETY: as the caller promises.
+        unsafe { std::slice::from_raw_parts(requests, count as usize) }
+            .iter()
+            .all(|&r| registry.surely_unknown(r))
+    }
+
+    /// `MPI_Waitall`'s plain test: [`View::plainly_completed_all`], where the requests the
+    /// shim knows may also be receives MPI holds that the shim follows (`Request::Delegated`):
+    /// MPI's own call completes them all, so they are counted out now.
+    ///
+    /// # Safety
+    /// `requests` holds `count` handles, as `MPI_Waitall` requires.
+    #[inline]
+    unsafe fn plainly_waited_all(self, count: c_int, requests: *const MPI_Request) -> bool {
+        if self.needs_progress() {
+            return false;
+        }
+        if count <= 0 || requests.is_null() {
+            return true;
+        }
+        // SAFETY: as the caller promises.
+        let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+        self.rt().delegated_only_in(handles)
+    }
+}
+
+impl View for &'static Runtime {
+    #[inline(always)]
+    fn rt(self) -> &'static Runtime {
+        self
+    }
+    #[inline(always)]
+    fn multiple(self) -> bool {
+        self.multiple
+    }
+    #[inline(always)]
+    fn needs_progress(self) -> bool {
+        Runtime::needs_progress(self)
+    }
+}
+
+/// The runtime on the serial plain path ([`serial_runtime`]).
+#[derive(Clone, Copy)]
+pub struct Serial(&'static Runtime);
+
+impl View for Serial {
+    #[inline(always)]
+    fn rt(self) -> &'static Runtime {
+        self.0
+    }
+    #[inline(always)]
+    fn multiple(self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn needs_progress(self) -> bool {
+        false
+    }
 }
 
 /// Runs `body` as the shim's handling of MPI call `name`, so MPI callbacks that call `MPI_*`
@@ -228,6 +323,10 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         finalized: AtomicBool::new(false),
         config,
     });
+    if let Some(rt) = RUNTIME.get() {
+        SERIAL_RUNTIME.store(rt as *const Runtime as *mut Runtime, Ordering::Relaxed);
+        thread::set_serial(!rt.multiple);
+    }
 }
 
 /// The installed runtime, for the calls that set it up.
@@ -259,6 +358,7 @@ unsafe extern "C" fn comm_freed(
 /// The runtime at `MPI_Finalize`, once: later calls pass through.
 pub fn for_finalize() -> Option<&'static Runtime> {
     let rt = RUNTIME.get()?;
+    thread::set_serial(false);
     (!rt.finalized.swap(true, Ordering::AcqRel)).then_some(rt)
 }
 
@@ -326,6 +426,11 @@ impl Runtime {
             self.busy_clients.fetch_add(1, Ordering::AcqRel);
         } else {
             self.busy_clients.fetch_sub(1, Ordering::AcqRel);
+        }
+        if !self.multiple {
+            let busy = self.busy_clients.load(Ordering::Relaxed) > 0;
+            // SAFETY: below MPI_THREAD_MULTIPLE.
+            unsafe { thread::close_serial(thread::gate::BUSY, busy) };
         }
     }
 
@@ -428,47 +533,9 @@ impl Runtime {
         outcome.expect("completed")
     }
 
-    /// A single-completion call on `handle` can go to MPI as it is: the handle is MPI's own
-    /// (not even followed) and nothing waits for the shim's progress.
-    #[inline]
-    pub fn plainly_completed(&self, handle: MPI_Request) -> bool {
-        self.requests.surely_unknown(handle) && !self.needs_progress()
-    }
-
-    /// A completion call over `count` handles at `requests` can go to MPI as it is: none of
-    /// them is the shim's (nor followed) and nothing waits for the shim's progress.
-    ///
-    /// # Safety
-    /// `requests` holds `count` handles, or `count` is not positive.
-    #[inline]
-    pub unsafe fn plainly_completed_all(&self, count: c_int, requests: *const MPI_Request) -> bool {
-        if self.needs_progress() {
-            return false;
-        }
-        if count <= 0 || requests.is_null() {
-            return true;
-        }
-        // SAFETY: as the caller promises.
-        unsafe { std::slice::from_raw_parts(requests, count as usize) }
-            .iter()
-            .all(|&r| self.requests.surely_unknown(r))
-    }
-
-    /// `MPI_Waitall`'s plain test: [`Runtime::plainly_completed_all`], where the requests the
-    /// shim knows may also be receives MPI holds that the shim follows (`Request::Delegated`):
-    /// MPI's own call completes them all, so they are counted out now.
-    ///
-    /// # Safety
-    /// `requests` holds `count` handles, as `MPI_Waitall` requires.
-    pub unsafe fn plainly_waited_all(&self, count: c_int, requests: *const MPI_Request) -> bool {
-        if self.needs_progress() {
-            return false;
-        }
-        if count <= 0 || requests.is_null() {
-            return true;
-        }
-        // SAFETY: as the caller promises.
-        let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+    /// Whether the handles the shim knows among `handles` are all receives MPI holds that it
+    /// follows; if so, MPI's own call completes them, and they are counted out now.
+    fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
         let known = self.requests.known_in(handles);
         if !known
             .iter()

@@ -10,7 +10,7 @@ use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Stage};
 use super::request::{self, Operation, Persistent, Request};
 use super::thread::Local;
-use super::{Error, Runtime};
+use super::{Error, Runtime, View};
 use crate::matching::{Class, Pattern, ANY_SOURCE, ANY_TAG};
 use crate::mpi::{
     self, abi, empty_status, store_status, Code, Count, HeldType, MPI_Comm, MPI_Datatype,
@@ -86,11 +86,11 @@ pub fn target(
 /// itself. False: the call takes the full path. Below `MPI_THREAD_MULTIPLE`
 /// ([`plainly_delegated_threaded`] at it).
 #[inline(always)]
-pub fn plainly_delegated(rt: &Runtime, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
-    if rt.multiple {
+pub fn plainly_delegated(rt: impl View, comm: MPI_Comm, source: c_int, call: PlainCall) -> bool {
+    if rt.multiple() {
         return false;
     }
-    let Some(comm) = rt.comms.last_serial(comm) else {
+    let Some(comm) = rt.rt().comms.last_serial(comm) else {
         return false;
     };
     // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).

@@ -6,7 +6,7 @@
 use super::comm::Comm;
 use crate::mpi::{HandleKey, MPI_Comm};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// A value only one thread uses at a time: below `MPI_THREAD_MULTIPLE`.
 pub struct Serial<T>(UnsafeCell<T>);
@@ -39,6 +39,62 @@ impl<T: Copy> Serial<T> {
 
 /// The MPI call the shim is handling, below `MPI_THREAD_MULTIPLE`.
 static IN_CALL_SERIAL: Serial<Option<&'static str>> = Serial::new(None);
+
+/// Why the plain path below `MPI_THREAD_MULTIPLE` is closed, all in one word so that the
+/// path tests it with one load: 0 when open.
+static SERIAL_GATE: AtomicU32 = AtomicU32::new(gate::NOT_SERIAL);
+
+/// The reasons in [`SERIAL_GATE`].
+pub mod gate {
+    /// The runtime is not installed below `MPI_THREAD_MULTIPLE`, or MPI was finalized.
+    pub const NOT_SERIAL: u32 = 1;
+    /// The shim handles a call.
+    pub const IN_CALL: u32 = 2;
+    /// Receives wait in the shim for progress.
+    pub const PENDING: u32 = 4;
+    /// A client (a collective of the shim's) has work under way.
+    pub const BUSY: u32 = 8;
+    /// A first call passed to a tool is under way, counted in these units.
+    pub const PROBE: u32 = 16;
+}
+
+/// Sets (`closed`) or clears `reason` in the serial gate.
+///
+/// # Safety
+/// Below `MPI_THREAD_MULTIPLE`: only the calling thread writes the gate meanwhile.
+#[inline]
+pub unsafe fn close_serial(reason: u32, closed: bool) {
+    let others = SERIAL_GATE.load(Ordering::Relaxed) & !reason;
+    let mine = if closed { reason } else { 0 };
+    SERIAL_GATE.store(others | mine, Ordering::Relaxed);
+}
+
+/// The serial plain path is open: the runtime is installed below `MPI_THREAD_MULTIPLE`, not
+/// finalized, not handling a call, with nothing waiting for its progress, and no tool is
+/// probed.
+#[inline(always)]
+pub fn serial_gate_open() -> bool {
+    SERIAL_GATE.load(Ordering::Relaxed) == 0
+}
+
+/// Opens (`true`) or closes the serial plain path at `MPI_Init` and `MPI_Finalize`.
+pub fn set_serial(serial: bool) {
+    if serial {
+        SERIAL_GATE.fetch_and(!gate::NOT_SERIAL, Ordering::Relaxed);
+    } else {
+        SERIAL_GATE.fetch_or(gate::NOT_SERIAL, Ordering::Relaxed);
+    }
+}
+
+/// A first call passed to a tool starts (`true`) or ends: the plain path stays closed
+/// meanwhile, so that the shim sees whether the tool reached it.
+pub fn probing(started: bool) {
+    if started {
+        SERIAL_GATE.fetch_add(gate::PROBE, Ordering::SeqCst);
+    } else {
+        SERIAL_GATE.fetch_sub(gate::PROBE, Ordering::SeqCst);
+    }
+}
 
 /// What a thread keeps at `MPI_THREAD_MULTIPLE`, in one thread-local: each access to one
 /// costs a call in a shared library.
@@ -139,7 +195,10 @@ fn set_in_call(multiple: bool, call: Option<&'static str>) {
         set_in_call_threaded(call);
     } else {
         // SAFETY: below MPI_THREAD_MULTIPLE, one thread at a time.
-        unsafe { IN_CALL_SERIAL.set(call) };
+        unsafe {
+            IN_CALL_SERIAL.set(call);
+            close_serial(gate::IN_CALL, call.is_some());
+        }
     }
 }
 

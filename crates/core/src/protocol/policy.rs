@@ -794,6 +794,7 @@ mod tests {
             "timed after creation"
         );
         t.dense.store(0, Relaxed);
+        t.refresh_plain();
         let total = SAMPLE_EVERY as usize * FOLLOW_EVERY;
         let (mut full, mut timed, mut followed) = (0, 0, 0);
         for _ in 0..total {
@@ -811,15 +812,56 @@ mod tests {
         }
         assert_eq!(timed, total / SAMPLE_EVERY as usize);
         assert_eq!(followed, total / FOLLOW_EVERY);
+        assert_eq!(full, total / SAMPLE_EVERY as usize, "the rest went plainly");
         assert_eq!(t.delegated_receives() as usize, total - full);
         for policy in [Policy::Always, Policy::Flip(3)] {
             let t = Takeover::new(policy, 64, (0, u64::MAX), false);
             t.dense.store(0, Relaxed);
             t.mode.store(Mode::Delegated as u8, Relaxed);
+            t.refresh_plain();
             assert!(!t.plain_delegation_serial(PlainCall::Recv));
         }
         t.outstanding.store(1 << 20, Relaxed);
+        t.refresh_plain();
         assert!(!t.plain_delegation_serial(PlainCall::Iprobe));
+    }
+
+    #[test]
+    fn the_serial_plain_path_opens_and_closes_with_what_it_stands_for() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        let plain = |t: &Takeover| t.plain_open.load(Relaxed);
+        for _ in 0..4 {
+            assert!(!plain(&t), "closed while calls are all timed");
+            assert_eq!(t.delegated_call(Policy::Auto), Call::DelegateTimed);
+        }
+        assert!(plain(&t), "open once the dense calls are done");
+        t.posted_to_mpi(FOLLOW_EVERY);
+        t.posted_to_mpi(FOLLOW_EVERY);
+        assert!(plain(&t), "128 outstanding: at the limit");
+        t.posted_to_mpi(FOLLOW_EVERY);
+        assert!(!plain(&t), "above the limit");
+        t.completed_in_mpi(FOLLOW_EVERY);
+        assert!(plain(&t), "back within it");
+        t.switch(Mode::Takeover, 10);
+        assert!(!plain(&t), "taken over");
+        t.switch(Mode::Delegated, 20);
+        assert!(!plain(&t), "dense calls again after a takeover");
+        for _ in 0..4 {
+            t.delegated_call(Policy::Auto);
+        }
+        assert!(plain(&t));
+        t.posted_to_mpi(2 * FOLLOW_EVERY);
+        assert!(!plain(&t));
+        t.episode_ended(false);
+        assert!(plain(&t), "a takeover that did not pay raised the limit");
+        let threaded = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
+        for _ in 0..4 {
+            threaded.delegated_call(Policy::Auto);
+        }
+        assert!(
+            !plain(&threaded),
+            "at MPI_THREAD_MULTIPLE the tests are made each call"
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 /* ranks: 2 */
 /* MPI_THREAD_MULTIPLE: four threads per rank exchange messages with the
  * peer at the same time, each on its own tag, using blocking calls,
- * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall; then
- * all threads of one rank receive with wildcards on one communicator. */
+ * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall, while
+ * MPI_COMM_WORLD has an error handler of the program's, which must still be its
+ * handler afterwards; then all threads of one rank receive with wildcards on
+ * one communicator. */
 #include "common.h"
 #include <pthread.h>
 
@@ -226,6 +228,15 @@ static void shared_wildcards(void)
     report("threads_shared_wildcards_in_order");
 }
 
+/* The program's handler on MPI_COMM_WORLD while the threads run. */
+static int errors_raised;
+static void count_errors(MPI_Comm *comm, int *code, ...)
+{
+    (void)comm;
+    (void)code;
+    errors_raised++;
+}
+
 static const char *names[NT] = {"threads_blocking", "threads_any_source_waitall",
                                 "threads_iprobe_improbe", "threads_chunked_waitall"};
 
@@ -247,6 +258,9 @@ int main(int argc, char **argv)
         return t_finish();
     }
     if (t_rank < 2) {
+        MPI_Errhandler mine, after;
+        MPI_Comm_create_errhandler(count_errors, &mine);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, mine);
         pthread_t th[NT];
         struct ctx c[NT];
         for (int t = 0; t < NT; t++) {
@@ -255,6 +269,12 @@ int main(int argc, char **argv)
         }
         for (int t = 0; t < NT; t++)
             pthread_join(th[t], NULL);
+        MPI_Comm_get_errhandler(MPI_COMM_WORLD, &after);
+        EXPECT(after == mine, "MPI_COMM_WORLD's error handler is no longer the program's");
+        EXPECT(errors_raised == 0, "%d errors raised on MPI_COMM_WORLD", errors_raised);
+        MPI_Errhandler_free(&after);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Errhandler_free(&mine);
         for (int t = 0; t < NT; t++) {
             if (c[t].fail)
                 FAILF("%s", c[t].detail);

@@ -200,38 +200,70 @@ pub fn raise(comm: MPI_Comm, code: Code) -> Code {
 
 /// While it lives, errors on its communicators come back as codes and raise nothing: for the
 /// shim's own calls whose error is the user's call to raise, where MPI would have. Their
-/// handlers are put back when it goes.
+/// handlers are put back when it goes. Threads may quiet the same communicator at once
+/// (`MPI_THREAD_MULTIPLE`): the first saves its handler and the last puts it back, so that
+/// none puts back another's quiet handler for good.
 pub struct Quiet {
-    saved: Vec<(MPI_Comm, MPI_Errhandler)>,
+    comms: smallvec::SmallVec<[MPI_Comm; 2]>,
 }
+
+/// A communicator made quiet: its own handler, and how many [`Quiet`]s hold it.
+struct Quieted {
+    comm: MPI_Comm,
+    handler: MPI_Errhandler,
+    holders: usize,
+}
+
+// SAFETY: handles are plain values (ints or pointers to MPI's objects) that any thread may
+// pass to MPI.
+unsafe impl Send for Quieted {}
+
+/// The communicators quiet now.
+static QUIETED: parking_lot::Mutex<Vec<Quieted>> = parking_lot::Mutex::new(Vec::new());
 
 impl Quiet {
     pub fn new(comms: &[MPI_Comm]) -> Quiet {
-        let saved = comms
-            .iter()
-            .map(|&comm| {
-                // SAFETY: a handle is a plain value, zero until MPI writes it.
-                let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
-                // SAFETY: plain calls on a valid communicator; the handle MPI made is freed
-                // once put back.
-                unsafe {
-                    PMPI_Comm_get_errhandler(comm, &mut handler);
-                    PMPI_Comm_set_errhandler(comm, abi().errors_return);
-                }
-                (comm, handler)
-            })
-            .collect();
-        Quiet { saved }
+        let mut quieted = QUIETED.lock();
+        for &comm in comms {
+            if let Some(q) = quieted.iter_mut().find(|q| q.comm == comm) {
+                q.holders += 1;
+                continue;
+            }
+            // SAFETY: a handle is a plain value, zero until MPI writes it.
+            let mut handler: MPI_Errhandler = unsafe { std::mem::zeroed() };
+            // SAFETY: plain calls on a valid communicator; the handle MPI made is freed
+            // once put back.
+            unsafe {
+                PMPI_Comm_get_errhandler(comm, &mut handler);
+                PMPI_Comm_set_errhandler(comm, abi().errors_return);
+            }
+            quieted.push(Quieted {
+                comm,
+                handler,
+                holders: 1,
+            });
+        }
+        Quiet {
+            comms: comms.iter().copied().collect(),
+        }
     }
 }
 
 impl Drop for Quiet {
     fn drop(&mut self) {
-        for (comm, handler) in self.saved.iter_mut().rev() {
-            // SAFETY: as in `new`.
-            unsafe {
-                PMPI_Comm_set_errhandler(*comm, *handler);
-                PMPI_Errhandler_free(handler);
+        let mut quieted = QUIETED.lock();
+        for comm in self.comms.iter().rev() {
+            let Some(at) = quieted.iter().position(|q| q.comm == *comm) else {
+                continue;
+            };
+            quieted[at].holders -= 1;
+            if quieted[at].holders == 0 {
+                let mut q = quieted.swap_remove(at);
+                // SAFETY: as in `new`.
+                unsafe {
+                    PMPI_Comm_set_errhandler(q.comm, q.handler);
+                    PMPI_Errhandler_free(&mut q.handler);
+                }
             }
         }
     }

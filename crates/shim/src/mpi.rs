@@ -1282,13 +1282,11 @@ impl Below {
 
     #[cold]
     fn pass_checked<R>(&self, tool: *mut c_void, call: impl FnOnce() -> R) -> R {
-        PROBING.fetch_add(1, Ordering::SeqCst);
         crate::runtime::thread::probing(true);
         let before = REACHED.with(|r| r.replace(false));
         let result = call();
         let reached = REACHED.with(|r| r.replace(before));
         crate::runtime::thread::probing(false);
-        PROBING.fetch_sub(1, Ordering::SeqCst);
         if !self.checked.swap(true, Ordering::Relaxed)
             && !reached
             && launcher_rank().unwrap_or(0) == 0
@@ -1313,10 +1311,6 @@ impl Below {
     }
 }
 
-/// First calls passed to a tool, under way: each checks that the tool passes it on to the
-/// shim's profiling name (`reached`).
-static PROBING: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
     static REACHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -1329,10 +1323,11 @@ pub fn reached() {
     }
 }
 
-/// A first call passed to a tool is under way (see [`reached`]).
+/// A first call passed to a tool is under way (see [`reached`]); each checks that the tool
+/// passes it on to the shim's profiling name.
 #[inline(always)]
 pub fn probing() -> bool {
-    PROBING.load(Ordering::Relaxed) != 0
+    crate::runtime::thread::tool_probed()
 }
 
 /// The path of the library that holds `a`.

@@ -330,14 +330,20 @@ impl Takeover {
     /// only the calling thread changes them).
     #[inline]
     fn refresh_plain(&self) {
-        if self.multiple() {
-            return;
+        if !self.multiple() {
+            self.plain_open.store(self.plain_allowed(), Relaxed);
         }
-        let open = self.auto
-            && self.mode.load(Relaxed) == Mode::Delegated as u8
+    }
+
+    /// Auto, delegated, no dense calls left and outstanding receives within the limit: the
+    /// plain path may go on (at `MPI_THREAD_MULTIPLE` tested each call, below it kept in
+    /// `plain_open`).
+    #[inline(always)]
+    fn plain_allowed(&self) -> bool {
+        self.auto
+            && self.mode() == Mode::Delegated
             && self.dense.load(Relaxed) == 0
-            && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed);
-        self.plain_open.store(open, Relaxed);
+            && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed)
     }
 
     #[inline]
@@ -509,10 +515,7 @@ impl Takeover {
     #[inline(always)]
     fn plainly_counted(&self, call: PlainCall, slot: usize, multiple: bool) -> Option<Entry<'_>> {
         let open = if multiple {
-            self.auto
-                && self.mode() == Mode::Delegated
-                && self.dense.load(Relaxed) == 0
-                && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed)
+            self.plain_allowed()
         } else {
             self.plain_open.load(Relaxed)
         };

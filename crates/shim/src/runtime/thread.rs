@@ -41,7 +41,8 @@ impl<T: Copy> Serial<T> {
 static IN_CALL_SERIAL: Serial<Option<&'static str>> = Serial::new(None);
 
 /// Why the plain path below `MPI_THREAD_MULTIPLE` is closed, all in one word so that the
-/// path tests it with one load: 0 when open.
+/// path tests it with one load: 0 when open. Its count of tools probed holds at every
+/// thread level (only atomic adds change it at `MPI_THREAD_MULTIPLE`).
 static SERIAL_GATE: AtomicU32 = AtomicU32::new(gate::NOT_SERIAL);
 
 /// The reasons in [`SERIAL_GATE`].
@@ -94,6 +95,13 @@ pub fn probing(started: bool) {
     } else {
         SERIAL_GATE.fetch_sub(gate::PROBE, Ordering::SeqCst);
     }
+}
+
+/// A first call passed to a tool is under way, on any thread.
+#[inline(always)]
+pub fn tool_probed() -> bool {
+    // The probe count is above every other reason's bit.
+    SERIAL_GATE.load(Ordering::Relaxed) >= gate::PROBE
 }
 
 /// What a thread keeps at `MPI_THREAD_MULTIPLE`, in one thread-local: each access to one

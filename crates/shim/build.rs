@@ -112,6 +112,8 @@ struct Call {
     does: String,
     shim: Option<String>,
     plain: Option<String>,
+    /// On the plain path, instead of MPI's own call: MPI's call with what the shim adds to it.
+    plain_mpi: Option<String>,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
     native: Option<String>,
@@ -181,6 +183,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "does" => call.does = value,
             "shim" => call.shim = Some(value),
             "plain" => call.plain = Some(value),
+            "plain_mpi" => call.plain_mpi = Some(value),
             "threaded" => call.threaded = Some(value),
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
@@ -218,6 +221,9 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         }
         if call.does.is_empty() {
             return fail("says nothing of what the shim does (`does`)");
+        }
+        if call.plain_mpi.is_some() && (call.plain.is_none() || call.threaded.is_some()) {
+            return fail("`plain_mpi` needs `plain`, and no `threaded`");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -492,6 +498,10 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
             ),
         ),
     };
+    let plain_mpi = call.plain_mpi.as_ref().map_or_else(
+        || format!("next::{name}"),
+        |f| format!("crate::intercept::{f}"),
+    );
     match &call.plain {
         None => write!(
             out,
@@ -516,7 +526,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
              if unsafe {{ {plain} }} {{\n            \
              // SAFETY: as above.\n            \
-             return unsafe {{ next::{name}({args}) }};\n        \
+             return unsafe {{ {plain_mpi}({args}) }};\n        \
              }}\n        \
              // SAFETY: as above.\n        \
              unsafe {{ shim_side({args}{comma}rt) }}\n    \
@@ -526,7 +536,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
              Some(rt) if unsafe {{ {plain} }} => {{\n            \
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
-             unsafe {{ next::{name}({args}) }}\n        \
+             unsafe {{ {plain_mpi}({args}) }}\n        \
              }}\n        \
              // SAFETY: as above.\n        \
              _ => unsafe {{ checked({args}) }},\n    \

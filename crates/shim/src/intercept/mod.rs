@@ -25,8 +25,8 @@ mod entry {
     use crate::coll::Kind;
     use crate::intercept::guarded;
     use crate::mpi::{
-        abi, next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message,
-        MPI_Op, MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session,
+        next, Below, Count, Fint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Message, MPI_Op,
+        MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session,
     };
     use crate::runtime::p2p::{plainly_delegated, plainly_delegated_threaded};
     use crate::runtime::{runtime, serial_runtime, started_runtime, thread, Error, Runtime, View};

@@ -24,11 +24,14 @@ export OPAL_PKGLIBDIR=$here/ompi/plugins OPAL_PKGDATADIR=$here/ompi/share
 export OPAL_SYSCONFDIR=$here/ompi/etc PMIX_MCA_mca_base_component_path=$here/pmix/plugins
 cores=$(nproc)
 
+# Ranks bound to a core each where there are enough, but where BIND=none says otherwise
+# (threads, or a run pinned to two cores by PIN).
 launch() {
-    local mpi=$1 n=$2
+    local mpi=$1 n=$2 bind=${BIND:-core}
+    [ "$n" -le "$cores" ] || bind=none
     case $mpi in
-        mpich) echo "mpiexec.mpich -n $n -genv UCX_TLS self,sm" ;;
-        openmpi) echo "mpiexec.openmpi --allow-run-as-root --oversubscribe -n $n --bind-to none" ;;
+        mpich) echo "mpiexec.mpich -n $n -bind-to $bind -genv UCX_TLS self,sm" ;;
+        openmpi) echo "mpiexec.openmpi --allow-run-as-root --oversubscribe -n $n --bind-to $bind" ;;
     esac
 }
 
@@ -95,7 +98,7 @@ hpcc_results() {
     done
 }
 
-hog() { PIN="taskset -c 0,1" "$@"; }
+hog() { BIND=none PIN="taskset -c 0,1" "$@"; }
 
 echo "node: $cores cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 # The sections, each for one MPI.
@@ -114,7 +117,10 @@ hogged() {
 colls() { for n in 2 4 8; do rotate "$1" $n "native auto shim" quiet coll latency 2000; done; }
 comms() { for n in 4 8; do rotate "$1" $n "native auto shim" quiet coll comms 500; done; }
 hotspot() { rotate "$1" 8 "native auto shim" quiet coll hotspot 50; }
-halo() { for t in 1 2 4 8; do rotate "$1" 2 "native auto" quiet halo_mt -d 1 -t $t -i 1000 -r 5; done; }
+halo() {
+    local t
+    for t in 1 2 4 8; do BIND=none rotate "$1" 2 "native auto" quiet halo_mt -d 1 -t $t -i 1000 -r 5; done
+}
 apps() { for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
 smoke() { rounds=1 rotate "$1" 2 "native auto" quiet pingpong -s 8 -r 3; }

@@ -9,7 +9,8 @@
 #                                         on the node: every table, also written to OUT
 #
 # run.sh relocates both MPIs into its own folder (no install, nothing written outside it and
-# /tmp). Per MPI, native against the shim as it comes (auto) and, for collectives, with the
+# /tmp). Ranks are bound to a core each (not for halo_mt's threads nor beside the busy loop).
+# Per MPI, native against the shim as it comes (auto) and, for collectives, with the
 # shim running them all (MATCHSHIM_COLL=shim), in rotating order, ROUNDS rounds (default 3):
 # ping-pong and the 64-deep bandwidth window (2 ranks), the long queues of 4096 quiet and then
 # on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks, the

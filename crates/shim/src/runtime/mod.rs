@@ -535,8 +535,18 @@ impl Runtime {
 
     /// Whether the handles the shim knows among `handles` are all receives MPI holds that it
     /// follows; if so, MPI's own call completes them, and they are counted out now.
+    #[inline]
     fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
-        let known = self.requests.known_in(handles);
+        match self.requests.first_maybe_known(handles) {
+            None => true,
+            Some(first) => self.delegated_only_from(handles, first),
+        }
+    }
+
+    /// [`Runtime::delegated_only_in`] where the first handle the shim may know is at `first`.
+    #[inline(never)]
+    fn delegated_only_from(&self, handles: &[MPI_Request], first: usize) -> bool {
+        let known = self.requests.known_from(handles, first);
         if !known
             .iter()
             .all(|(_, r)| matches!(r, request::Request::Delegated(_)))

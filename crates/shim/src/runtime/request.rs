@@ -266,27 +266,39 @@ impl Registry {
         self.table.lock().requests.get(&key).cloned()
     }
 
-    /// The known handles among `handles`, with their positions.
-    pub fn known_in(&self, handles: &[MPI_Request]) -> Known {
+    /// The position of the first handle among `handles` that the shim may know: completion
+    /// arrays are mostly MPI's own handles, and one pass without the lock or a hash lookup
+    /// finds it, if any.
+    #[inline]
+    pub fn first_maybe_known(&self, handles: &[MPI_Request]) -> Option<usize> {
         let filter = self.filter.load(Acquire);
-        let mut known = Known::new();
         if filter == 0 {
-            return known;
+            return None;
         }
-        // Completion arrays are mostly MPI's own handles: one pass without the lock or a
-        // hash lookup finds the first that may be known, if any.
         let sole = self.sole.load(Acquire);
-        let first = if sole == NO_SOLE {
+        if sole == NO_SOLE {
             handles
                 .iter()
                 .position(|handle| filter & filter_bit(handle.key()) != 0)
         } else {
             position_of(handles, sole)
-        };
-        let Some(first) = first else {
-            return known;
-        };
+        }
+    }
+
+    /// The known handles among `handles`, with their positions.
+    pub fn known_in(&self, handles: &[MPI_Request]) -> Known {
+        match self.first_maybe_known(handles) {
+            Some(first) => self.known_from(handles, first),
+            None => Known::new(),
+        }
+    }
+
+    /// The known handles among `handles` from position `first` on, with their positions.
+    pub fn known_from(&self, handles: &[MPI_Request], first: usize) -> Known {
+        let mut known = Known::new();
         let table = self.table.lock();
+        // Under the lock the filter holds every key in the table.
+        let filter = self.filter.load(Acquire);
         for (i, handle) in handles.iter().enumerate().skip(first) {
             let key = handle.key();
             if filter & filter_bit(key) != 0 {

@@ -114,9 +114,17 @@ hogged() {
     hog rotate "$1" 2 "native auto" hog longqueue -n 4096 -r 3
     kill $busy
 }
-colls() { for n in 2 4 8; do rotate "$1" $n "native auto shim" quiet coll latency 2000; done; }
+# 16 ranks too where there are 16 cores: where the shim's gather may start to pay.
+wide() { if [ "$cores" -ge 16 ]; then echo "$1 16"; else echo "$1"; fi; }
+colls() {
+    local n
+    for n in $(wide "2 4 8"); do rotate "$1" $n "native auto shim" quiet coll latency 2000; done
+}
 comms() { for n in 4 8; do rotate "$1" $n "native auto shim" quiet coll comms 500; done; }
-hotspot() { rotate "$1" 8 "native auto shim" quiet coll hotspot 50; }
+hotspot() {
+    local n
+    for n in $(wide 8); do rotate "$1" $n "native auto shim" quiet coll hotspot 50; done
+}
 halo() {
     local t
     for t in 1 2 4 8; do BIND=none rotate "$1" 2 "native auto" quiet halo_mt -d 1 -t $t -i 1000 -r 5; done

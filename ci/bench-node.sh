@@ -13,10 +13,10 @@
 # Per MPI, native against the shim as it comes (auto) and, for collectives, with the
 # shim running them all (MATCHSHIM_COLL=shim), in rotating order, ROUNDS rounds (default 3):
 # ping-pong and the 64-deep bandwidth window (2 ranks), the long queues of 4096 quiet and then
-# on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks, the
-# Comm_split/Comm_dup/free loop at 4 and 8, the hot spot at 8, halo_mt with 1-8 threads at
-# MPI_THREAD_MULTIPLE, the application mixes at 4 and, on Open MPI, Debian's hpcc (HPL order
-# 2000) at 4 and 8. A shim run counts only if every rank's report is there. Medians over the
+# on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks (and 16 on
+# 16 cores), the Comm_split/Comm_dup/free loop at 4 and 8, the hot spot at 8 (and 16),
+# halo_mt with 1-8 threads at MPI_THREAD_MULTIPLE, the application mixes at 4 and, on Open
+# MPI, Debian's hpcc (HPL order 2000) at 4 and 8. A shim run counts only if every rank's report is there. Medians over the
 # rounds; ratios shim/native of time, or of rate for hpcc's figures but its latencies.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

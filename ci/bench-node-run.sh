@@ -55,7 +55,7 @@ one() {
     log=$(cd "$work" && ${PIN:-} timeout -k 5 "$limit" $(launch "$mpi" "$n") env "${envv[@]}" \
         "$here/$mpi/$prog" "$@" 2>&1)
     rc=$?
-    [ "$prog" != hpcc ] || log=$(hpcc_results "$work/hpccoutf.txt")
+    [ "$prog" != hpcc ] || [ $rc != 0 ] || log=$(hpcc_results "$work/hpccoutf.txt")
     rm -rf "$work"
     if [ $rc != 0 ]; then
         echo "FAILED ($rc): $mpi $n $cfg $prog $*: $(tail -n 3 <<<"$log")"
@@ -120,7 +120,7 @@ colls() {
     local n
     for n in $(wide "2 4 8"); do rotate "$1" $n "native auto shim" quiet coll latency 2000; done
 }
-comms() { for n in 4 8; do rotate "$1" $n "native auto shim" quiet coll comms 500; done; }
+comms() { local n; for n in 4 8; do rotate "$1" $n "native auto shim" quiet coll comms 500; done; }
 hotspot() {
     local n
     for n in $(wide 8); do rotate "$1" $n "native auto shim" quiet coll hotspot 50; done
@@ -129,7 +129,7 @@ halo() {
     local t
     for t in 1 2 4 8; do BIND=none rotate "$1" 2 "native auto" quiet halo_mt -d 1 -t $t -i 1000 -r 5; done
 }
-apps() { for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
+apps() { local app; for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
 smoke() { rounds=1 rotate "$1" 2 "native auto" quiet pingpong -s 8 -r 3; }
 

@@ -108,9 +108,7 @@ pub unsafe fn testany_mpi(
     // SAFETY: as the caller promises.
     unsafe {
         let code = crate::mpi::user::testany(count, requests, index, flag, status);
-        if code == abi().success && *flag != 0 && *index == abi().undefined {
-            crate::mpi::store_status(status, &crate::mpi::empty_status(abi().any_source));
-        }
+        complete::none_active(*flag, *index, status);
         code
     }
 }

@@ -598,6 +598,19 @@ unsafe fn all_failed_mpich(
     }
 }
 
+/// After a `Waitany` or `Testany` that returned (`done`) with `index` `MPI_UNDEFINED`, no
+/// request was active: the empty status MPI defines (MPICH's own leaves it unwritten).
+///
+/// # Safety
+/// `status` is the caller's, as those calls require it.
+#[inline]
+pub unsafe fn none_active(done: c_int, index: c_int, status: *mut MPI_Status) {
+    if done != 0 && index == abi().undefined {
+        // SAFETY: as the caller promises.
+        unsafe { store_status(status, &empty_status(abi().any_source)) };
+    }
+}
+
 /// `Waitany` and `Testany`. With no active request, both give an empty
 /// status, as MPI defines (MPICH's `Testany` leaves it unwritten when an inactive
 /// persistent request is among them).
@@ -666,9 +679,7 @@ pub unsafe fn any(
                 }
             }
         };
-        if any_done != 0 && *index == abi().undefined {
-            store_status(status, &empty_status(abi().any_source));
-        }
+        none_active(any_done, *index, status);
         if !blocking {
             *flag = any_done;
         }

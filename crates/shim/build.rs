@@ -468,35 +468,47 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          }}\n    }}\n"
     )
     .unwrap();
-    // At MPI_THREAD_MULTIPLE one look at the thread's state, and the guard held until MPI
-    // returns; below it the serial test of a call re-entered.
+    // At MPI_THREAD_MULTIPLE one look at the thread's state, in a function of its own, and
+    // the guard held until MPI returns; below it the serial test of a call re-entered.
     let (get_runtime, threaded) = match &call.threaded {
         None => ("runtime", String::new()),
-        Some(threaded) => (
-            "started_runtime",
-            format!(
-                "if rt.multiple {{\n            \
-                 return thread::with_local(|local| {{\n                \
-                 if local.in_call().is_some() {{\n                    \
-                 // SAFETY: the caller's arguments, as MPI requires them.\n                    \
-                 return unsafe {{ next::{name}({args}) }};\n                \
-                 }}\n                \
-                 // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n                \
-                 if let Some(_held) = unsafe {{ {threaded} }} {{\n                    \
-                 // SAFETY: the caller's arguments, as MPI requires them.\n                    \
-                 return unsafe {{ next::{name}({args}) }};\n                \
-                 }}\n                \
-                 // SAFETY: as above.\n                \
-                 unsafe {{ shim_side({args}{comma}rt) }}\n            \
-                 }});\n        \
-                 }}\n        \
-                 // SAFETY: below MPI_THREAD_MULTIPLE (checked above).\n        \
-                 if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
-                 // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                 return unsafe {{ next::{name}({args}) }};\n        \
-                 }}\n        "
-            ),
-        ),
+        Some(threaded) => {
+            write!(
+                out,
+                "    // Out of line: the thread-local it reads costs a call in a shared library.\n    \
+                 #[inline(never)]\n{many}    \
+                 unsafe fn threaded({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+                 thread::with_local_inlined(|local| {{\n            \
+                 if local.in_call().is_some() {{\n                \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n                \
+                 return unsafe {{ next::{name}({args}) }};\n            \
+                 }}\n            \
+                 // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
+                 if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n                \
+                 return unsafe {{ next::{name}({args}) }};\n            \
+                 }}\n            \
+                 // SAFETY: as above.\n            \
+                 unsafe {{ shim_side({args}{comma}rt) }}\n        \
+                 }})\n    \
+                 }}\n"
+            )
+            .unwrap();
+            (
+                "started_runtime",
+                format!(
+                    "if rt.multiple {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ threaded({args}{comma}rt) }};\n        \
+                     }}\n        \
+                     // SAFETY: below MPI_THREAD_MULTIPLE (checked above).\n        \
+                     if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }}\n        "
+                ),
+            )
+        }
     };
     let plain_mpi = call.plain_mpi.as_ref().map_or_else(
         || format!("next::{name}"),

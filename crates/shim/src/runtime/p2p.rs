@@ -103,7 +103,7 @@ pub fn plainly_delegated(rt: impl View, comm: MPI_Comm, source: c_int, call: Pla
 /// the calling thread's `local` state: the permit to hold while MPI has the call (a switch to
 /// takeover waits for it), or `None` for the full path. `MPI_Recv` blocks in MPI, which a
 /// permit must not, so it has none.
-#[inline]
+#[inline(always)]
 pub fn plainly_delegated_threaded(
     local: &Local,
     comm: MPI_Comm,

@@ -158,10 +158,21 @@ thread_local! {
     };
 }
 
-/// Runs `body` with this thread's [`Local`] (at `MPI_THREAD_MULTIPLE`).
+/// Runs `body` with this thread's [`Local`] (at `MPI_THREAD_MULTIPLE`), out of line so that
+/// callers on every path pay nothing for the thread-local.
 #[inline(never)]
 pub fn with_local<R>(body: impl FnOnce(&Local) -> R) -> R {
     LOCAL.with(body)
+}
+
+/// [`with_local`] inlined, for a function that runs at `MPI_THREAD_MULTIPLE` only: the
+/// thread-local's call and `body` then need no frame between them.
+#[inline(always)]
+pub fn with_local_inlined<R>(body: impl FnOnce(&Local) -> R) -> R {
+    let local: *const Local = LOCAL.with(std::ptr::from_ref);
+    // SAFETY: `Local` needs no destructor, so it lives as long as this thread, which runs
+    // `body`.
+    body(unsafe { &*local })
 }
 
 /// The MPI call the shim is handling on this thread, if any.

@@ -15,7 +15,7 @@
 use matchshim_core::matching::{
     build_engine, Class, EngineKind, EngineParams, Envelope, Pattern, ANY_SOURCE, ANY_TAG,
 };
-use matchshim_core::protocol::{GiveBack, Inbox, Mode, Policy, Posted, Queues, Takeover};
+use matchshim_core::protocol::{GiveBack, Inbox, Loan, Mode, Policy, Posted, Queues, Takeover};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -31,7 +31,7 @@ enum Op {
     /// may keep unexpected messages.
     HandBack,
     /// A blocking call MPI runs, below `MPI_THREAD_MULTIPLE`: the waiting receives are lent
-    /// to MPI, these messages arrive meanwhile, then the receives MPI did not match come back
+    /// to MPI (`Queues::lend`), these messages arrive meanwhile, then the receives MPI did not match come back
     /// to the queues (cancelled youngest first, at most this many: the cancelling may stop,
     /// leaving the oldest in MPI) and the shim matches again.
     Blocking(Vec<Envelope>, usize),
@@ -179,25 +179,36 @@ impl Shim {
             self.queues.signals(),
         );
         if due != GiveBack::Stay {
-            self.hand_back();
+            self.hand_back(false);
         }
     }
 
-    /// The receives go to MPI in posting order; matching goes back to MPI, held if the
-    /// queues keep unexpected messages. The receives MPI did not match at once, in posting
-    /// order.
-    fn hand_back(&mut self) -> Vec<(u64, Pattern)> {
+    /// The receives go to MPI in posting order (`lending` them: in the order
+    /// `Queues::lend` gives); matching goes back to MPI, held if the queues keep unexpected
+    /// messages. The receives MPI did not match at once, in posting order.
+    fn hand_back(&mut self, lending: bool) -> Vec<(u64, Pattern)> {
         if self.takeover.mode() != Mode::Takeover {
             return Vec::new();
         }
+        let loan = if lending {
+            self.queues.lend()
+        } else {
+            Loan {
+                receives: self.queues.give_back(),
+                youngest_first: false,
+            }
+        };
         let mut lent = Vec::new();
-        for (id, want) in self.queues.give_back() {
+        for (id, want) in loan.receives {
             match self.mpi.post(id, want) {
                 Some(msg) => {
                     self.pairs.insert((id, msg));
                 }
                 None => lent.push((id, want)),
             }
+        }
+        if loan.youngest_first {
+            lent.reverse();
         }
         let mode = if self.queues.queued().1 == 0 {
             Mode::Delegated
@@ -211,7 +222,7 @@ impl Shim {
     /// A blocking call MPI runs with the waiting receives lent to it (`Runtime::step_aside`
     /// and `step_back` in the shim).
     fn blocking(&mut self, first_id: u64, arrivals: &[Envelope], cancels: usize) {
-        let lent = self.hand_back();
+        let lent = self.hand_back(true);
         for (k, env) in arrivals.iter().enumerate() {
             self.arrive(first_id + k as u64, *env);
         }
@@ -304,7 +315,7 @@ fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
             Op::TakeOver => shim.take_over(),
             Op::GiveBack => shim.give_back(),
             Op::HandBack => {
-                shim.hand_back();
+                shim.hand_back(false);
             }
             Op::Blocking(arrivals, cancels) => {
                 // Each arrival is a message with its own id, after this operation's.

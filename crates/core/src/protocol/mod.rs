@@ -48,7 +48,9 @@
 //! 6. After the blocking call of point 3 (below `MPI_THREAD_MULTIPLE`, where no other
 //!    receive can reach MPI meanwhile), the receives handed over come back: cancelled in MPI
 //!    youngest first, so the ones MPI still holds are always the oldest and a message it
-//!    matches meanwhile goes to the oldest receive that fits, as in one ordered list; those
+//!    matches meanwhile goes to the oldest receive that fits, as in one ordered list (where
+//!    no message fits two of them, MPI matches them alike in any order, and they are lent
+//!    youngest first, so that each cancel finds its receive first: [`Queues::lend`]); those
 //!    cancelled return to the queues in posting order, older than any receive posted later,
 //!    and the shim takes over again (point 1, the held messages first). So a takeover of a
 //!    long posted queue outlives a barrier between posting and sending. The cancelling may
@@ -67,4 +69,4 @@ mod queues;
 
 pub use depth::{Order, Signals};
 pub use policy::{Call, Entry, GiveBack, Mode, PlainCall, Policy, Takeover};
-pub use queues::{Build, Inbox, Key, Posted, Probe, Queues};
+pub use queues::{Build, Inbox, Key, Loan, Posted, Probe, Queues};

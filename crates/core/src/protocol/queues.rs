@@ -10,7 +10,7 @@ use super::depth::{Order, Signals};
 use crate::clock::Clock;
 use crate::matching::{
     Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern,
-    RecvId,
+    RecvId, ANY_SOURCE, ANY_TAG,
 };
 use crate::report::Bursts;
 use slab::Slab;
@@ -52,8 +52,17 @@ struct Unexpected<M> {
 
 struct Waiting<W> {
     waiter: W,
+    want: Pattern,
     /// Its place in posting order.
     seq: u64,
+}
+
+/// The waiting receives lent to MPI for a blocking call it runs ([`Queues::lend`]).
+pub struct Loan<W> {
+    /// In the order they go to MPI.
+    pub receives: Vec<W>,
+    /// That order is the youngest first (else posting order).
+    pub youngest_first: bool,
 }
 
 /// Builds the engine of a kind for a communicator with some parameters (the shim's records it
@@ -277,6 +286,7 @@ impl<M, W> Queues<M, W> {
         let seq = self.posted_order.push();
         let inserted = self.posted.insert(Waiting {
             waiter: make(key),
+            want,
             seq,
         });
         debug_assert_eq!(inserted, key);
@@ -369,6 +379,40 @@ impl<M, W> Queues<M, W> {
         self.rebuild_if_empty();
         self.signals.reset();
         waiters
+    }
+
+    /// Every waiting receive, removed as by [`Queues::give_back`], lent to MPI for a blocking
+    /// call it runs, to be cancelled youngest first after it (`protocol`, point 6). Where no
+    /// message can fit two of them (none has a wildcard, no two want the same source, tag and
+    /// class) MPI matches them alike in any order, so they go youngest first: each cancel then
+    /// finds its receive ahead of the older ones lent, where posting order would have it
+    /// search past all of them (MPICH's cancel walks its posted queue). Else posting order.
+    pub fn lend(&mut self) -> Loan<W> {
+        let youngest_first = self.none_fits_two();
+        let mut receives = self.give_back();
+        if youngest_first {
+            receives.reverse();
+        }
+        Loan {
+            receives,
+            youngest_first,
+        }
+    }
+
+    /// No message can fit two of the waiting receives.
+    fn none_fits_two(&self) -> bool {
+        let mut wanted = rustc_hash::FxHashSet::default();
+        self.posted.iter().all(|(_, waiting)| {
+            let want = waiting.want;
+            want.source != ANY_SOURCE
+                && want.tag != ANY_TAG
+                && wanted.insert((want.source, want.tag, want.class.is_collective()))
+        })
+    }
+
+    /// The waiting receives, in no particular order.
+    pub fn waiting(&self) -> impl Iterator<Item = &W> {
+        self.posted.iter().map(|(_, waiting)| &waiting.waiter)
     }
 
     /// Matching is taken over from MPI: a new episode starts.
@@ -526,6 +570,34 @@ mod tests {
         };
         assert_eq!(q.arrive(env(2, 5), 13), Some((100 + key as u64, 13)));
         assert_eq!(q.queued(), (0, 1));
+    }
+
+    #[test]
+    fn a_loan_goes_youngest_first_only_where_no_message_fits_two_receives() {
+        let lend = |wants: &[Pattern]| {
+            let mut q = queues(EngineKind::List);
+            for (i, &w) in wants.iter().enumerate() {
+                assert_eq!(q.post(w, |_| i as u64), Posted::Queued(i));
+            }
+            let loan = q.lend();
+            assert_eq!(q.queued(), (0, 0), "lent, none waits");
+            (loan.receives, loan.youngest_first)
+        };
+        let distinct = [want(0, 1), want(0, 2), want(1, 1)];
+        assert_eq!(lend(&distinct), (vec![2, 1, 0], true));
+        let same_twice = [want(0, 1), want(1, 1), want(0, 1)];
+        assert_eq!(lend(&same_twice), (vec![0, 1, 2], false));
+        for wildcard in [want(ANY_SOURCE, 3), want(2, ANY_TAG)] {
+            assert_eq!(lend(&[want(0, 1), wildcard]), (vec![0, 1], false));
+        }
+        let collective = Pattern {
+            class: Class::Collective {
+                kind: 0,
+                size_class: 0,
+            },
+            ..want(0, 1)
+        };
+        assert_eq!(lend(&[want(0, 1), collective]), (vec![1, 0], true));
     }
 
     #[test]

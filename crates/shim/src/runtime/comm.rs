@@ -14,7 +14,8 @@ use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, Entry, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
+    Call, Entry, GiveBack, Inbox, Key, Loan, Mode, PlainCall, Policy, Posted, Probe, Queues,
+    Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
@@ -647,16 +648,17 @@ impl Comm {
             locked.queues.signals(),
         );
         if due != GiveBack::Stay {
-            self.give_back(locked);
+            self.give_back(locked, false);
         }
         due != GiveBack::Stay
     }
 
-    /// Hands every waiting receive to MPI, in posting order, then lets MPI match: alone when
-    /// the shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
+    /// Hands every waiting receive to MPI, in posting order (or, `lending` them for a
+    /// blocking call, in the order of [`Queues::lend`]), then lets MPI match: alone when the
+    /// shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
     /// beside the messages it holds (point 4). The receives MPI took, in posting order.
-    fn give_back(&'static self, locked: &mut Locked) -> Vec<Arc<Recv>> {
-        let handed = self.hand_receives_to_mpi(locked);
+    fn give_back(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
+        let handed = self.hand_receives_to_mpi(locked, lending);
         let mode = if locked.queues.queued().1 == 0 {
             Mode::Delegated
         } else {
@@ -675,10 +677,11 @@ impl Comm {
         if self.takeover.mode() != Mode::Takeover {
             return false;
         }
-        let handed = self.give_back(&mut locked);
         let lendable =
             |r: &Arc<Recv>| r.received_by == ReceivedBy::Progress && r.channel == Channel::Main;
-        if lend && !handed.is_empty() && handed.iter().all(lendable) {
+        let lending = lend && locked.queues.waiting().all(lendable);
+        let handed = self.give_back(&mut locked, lending);
+        if lending && !handed.is_empty() {
             locked.lent = handed;
             return true;
         }
@@ -740,9 +743,17 @@ impl Comm {
         self.takeover.switch(Mode::Takeover, self.now_ns());
     }
 
-    fn hand_receives_to_mpi(&'static self, locked: &mut Locked) -> Vec<Arc<Recv>> {
+    fn hand_receives_to_mpi(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
+        let loan = if lending {
+            locked.queues.lend()
+        } else {
+            Loan {
+                receives: locked.queues.give_back(),
+                youngest_first: false,
+            }
+        };
         let mut handed = Vec::new();
-        for recv in locked.queues.give_back() {
+        for recv in loan.receives {
             let posted = recv
                 .buffer
                 .post_to_mpi(recv.source, recv.tag, self.channel(recv.channel));
@@ -763,6 +774,9 @@ impl Comm {
                     }
                 }
             }
+        }
+        if loan.youngest_first {
+            handed.reverse();
         }
         handed
     }
@@ -838,7 +852,7 @@ impl Comm {
     pub fn release(&'static self) {
         let mut locked = self.locked.lock();
         locked.drain(self);
-        self.hand_receives_to_mpi(&mut locked);
+        self.hand_receives_to_mpi(&mut locked, false);
         self.takeover.switch(Mode::Delegated, self.now_ns());
         self.released.store(true, Ordering::Release);
     }

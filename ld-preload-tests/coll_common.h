@@ -11,8 +11,9 @@ static inline double val(int k, int r, long i)
     return (double)((k * 7 + r * 13 + i * 3) % 1001);
 }
 
-/* Element counts every check runs with: empty, one, odd small, medium, large. */
-static const int t_counts[] = {0, 1, 7, 1000, 100000};
+/* Element counts every check runs with: empty, one, odd small, medium, 64 KiB (the blocks
+ * whose gathers MATCHSHIM_COLL=auto gives the shim from 4 ranks), large. */
+static const int t_counts[] = {0, 1, 7, 1000, 8192, 100000};
 #define N_COUNTS ((int)(sizeof t_counts / sizeof t_counts[0]))
 
 static inline double *dalloc(long n)

@@ -16,11 +16,11 @@ use super::{nonblocking_then_wait, Native};
 use crate::coll::schedule::{Builder, Ints, Types};
 use crate::coll::{algorithms, Kind, COLLECTIVES};
 use crate::config::CollMode;
-use crate::mpi::{abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::runtime::comm::Comm;
 use crate::runtime::{Error, Runtime, View};
 use algorithms::{Invalid, Plan, Prefix};
-use matchshim_core::protocol::coll::{shim_may_pay, Form};
+use matchshim_core::protocol::coll::{block_class, shim_may_pay, shim_pays, Form};
 use std::os::raw::{c_int, c_void};
 
 type Result = std::result::Result<Code, Error>;
@@ -98,6 +98,59 @@ pub fn plainly_mpi(view: impl View, comm: MPI_Comm, kind: Kind) -> bool {
         return true;
     }
     false
+}
+
+/// [`plainly_mpi`] for `MPI_Gather`, whose blocks' size class decides as well: taken as the
+/// shim's gather takes it, from the root's receive arguments at the root and from the rank's
+/// own send arguments elsewhere, which MPI requires to hold as many bytes, so every rank
+/// decides alike. A class the shim's gather pays at leaves the call to the full path.
+#[inline]
+pub fn plainly_mpi_gather(
+    view: impl View,
+    comm: MPI_Comm,
+    root: c_int,
+    send: (c_int, MPI_Datatype),
+    recv: (c_int, MPI_Datatype),
+) -> bool {
+    let rt = view.rt();
+    let mpi_runs = match rt.comms.registered(comm) {
+        Some(c) => mpi_runs_on(rt, c, Kind::Gather) || mpi_runs_gather(rt, c, root, send, recv),
+        None => mpi_runs_unregistered(rt, comm, Kind::Gather),
+    };
+    if mpi_runs && !view.needs_progress() {
+        COLLECTIVES.passed_to_mpi(Kind::Gather);
+        return true;
+    }
+    false
+}
+
+/// Whether MPI runs a gather on `c` that the shim's may pay at by its ranks alone, for the
+/// size class of its blocks.
+#[inline(never)]
+fn mpi_runs_gather(
+    rt: &Runtime,
+    c: &Comm,
+    root: c_int,
+    (send_count, send_type): (c_int, MPI_Datatype),
+    (recv_count, recv_type): (c_int, MPI_Datatype),
+) -> bool {
+    if c.asserts() || c.inter || rt.config.coll != CollMode::Auto {
+        return false;
+    }
+    let (count, dtype) = if c.rank == root {
+        (recv_count, recv_type)
+    } else {
+        (send_count, send_type)
+    };
+    // The full path reports a bad datatype in MPI's words.
+    if dtype == abi().datatype_null {
+        return false;
+    }
+    let Ok(size) = mpi::type_size(dtype) else {
+        return false;
+    };
+    block_class(count, size)
+        .is_some_and(|class| !shim_pays(Kind::Gather, Form::Blocking, c.size, class))
 }
 
 /// Whether MPI runs a blocking call of `kind` on `c` as the program made it.

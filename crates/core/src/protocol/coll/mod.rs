@@ -132,15 +132,25 @@ impl Kind {
     }
 }
 
-/// `MATCHSHIM_COLL=auto`: the fewest ranks at which a gather's root gets enough blocks at
-/// once for the shim's gather to pay (0.93× MPI's time at 8 ranks, 8 B, and the hot-spot
-/// gathers; below, 1.3–1.6× MPI's at 2 and 4 ranks; docs/collectives.md).
-pub const AUTO_GATHER_RANKS: i32 = 8;
+/// `MATCHSHIM_COLL=auto`: the fewest ranks at which the shim's gather of small blocks (size
+/// classes up to [`AUTO_MAX_SIZE_CLASS`]) runs: where the root gets as many blocks at once as
+/// every rank of an all-to-all does at [`AUTO_ALLTOALL_RANKS`]. At 8 ranks it lost on a quiet
+/// 16-core node: 1.4–2.4× MPI's time at 8 B on both MPIs, and the FDS-like hot spot's gathers
+/// in three of four runs (docs/performance.md); fewer than 32 are not measured beyond that.
+pub const AUTO_GATHER_RANKS: i32 = 32;
+/// The fewest ranks at which the shim's gather of blocks of [`AUTO_LARGE_GATHER_CLASS`] runs:
+/// its root receives every block straight from its rank, where MPI's binomial tree moves
+/// blocks through other ranks first. On that node, 64 KiB blocks: 0.48–0.71× MPI's time at 4
+/// and 8 ranks, both MPIs, both runs; 0.89–1.22× at 2 ranks.
+pub const AUTO_LARGE_GATHER_RANKS: i32 = 4;
+/// The size class of those blocks: 32 KiB to 128 KiB (measured at 64 KiB).
+pub const AUTO_LARGE_GATHER_CLASS: u8 = 7;
 /// The fewest ranks for the shim's all-to-all: 1.9× MPI's time at 8 ranks, so only where
 /// every rank gets at least as many blocks at once as the gather's root gets at 32.
 pub const AUTO_ALLTOALL_RANKS: i32 = 32;
-/// The largest size class the shim runs under `auto` (blocks up to 2 KiB): larger blocks cost
-/// their transfer, not their matching. `v` and `w` forms (class [`VARYING`]) decide by ranks.
+/// The largest size class of small blocks the shim runs under `auto` (up to 2 KiB): larger
+/// blocks cost their transfer, not their matching. `v` and `w` forms (class [`VARYING`])
+/// decide by ranks.
 pub const AUTO_MAX_SIZE_CLASS: u8 = 4;
 
 /// Whether the shim may run `kind` in `form` on `ranks` ranks under `auto`, before the call's
@@ -150,6 +160,7 @@ pub const AUTO_MAX_SIZE_CLASS: u8 = 4;
 pub fn shim_may_pay(kind: Kind, form: Form, ranks: i32) -> bool {
     form == Form::Blocking
         && match kind.pile() {
+            Pile::Root if kind == Kind::Gather => ranks >= AUTO_LARGE_GATHER_RANKS,
             Pile::Root => ranks >= AUTO_GATHER_RANKS,
             Pile::Everyone => ranks >= AUTO_ALLTOALL_RANKS,
             Pile::Nowhere => false,
@@ -162,7 +173,21 @@ pub fn shim_may_pay(kind: Kind, form: Form, ranks: i32) -> bool {
 /// carry the class, taken from the arguments MPI requires to match; [`VARYING`] for `v` and
 /// `w` forms, whose counts a non-root rank does not know).
 pub fn shim_pays(kind: Kind, form: Form, ranks: i32, size_class: u8) -> bool {
-    shim_may_pay(kind, form, ranks) && (size_class == VARYING || size_class <= AUTO_MAX_SIZE_CLASS)
+    let small = size_class == VARYING || size_class <= AUTO_MAX_SIZE_CLASS;
+    form == Form::Blocking
+        && match kind.pile() {
+            Pile::Root => {
+                (small && ranks >= AUTO_GATHER_RANKS)
+                    || (size_class == AUTO_LARGE_GATHER_CLASS && ranks >= AUTO_LARGE_GATHER_RANKS)
+            }
+            Pile::Everyone => small && ranks >= AUTO_ALLTOALL_RANKS,
+            Pile::Nowhere => false,
+        }
+}
+
+/// The size class of `count` elements of `type_size` bytes; `None` for a negative count.
+pub fn block_class(count: i32, type_size: i64) -> Option<u8> {
+    (count >= 0).then(|| size_class(count as i64 * type_size))
 }
 
 /// Blocking and nonblocking collectives are numbered apart.
@@ -212,31 +237,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_runs_only_blocking_gathers_and_all_to_alls_at_scale() {
+    fn auto_runs_only_blocking_gathers_and_all_to_alls_of_small_blocks_at_scale() {
         for kind in Kind::ALL {
             for ranks in [1, 2, 4, 7, 8, 16, 31, 32, 1024] {
                 let pays = shim_pays(kind, Form::Blocking, ranks, 0);
                 let expected = match kind {
-                    Kind::Gather | Kind::Gatherv => ranks >= 8,
+                    Kind::Gather | Kind::Gatherv => ranks >= 32,
                     Kind::Alltoall | Kind::Alltoallv | Kind::Alltoallw => ranks >= 32,
                     _ => false,
                 };
                 assert_eq!(pays, expected, "{} at {ranks} ranks", kind.name());
-                assert_eq!(shim_may_pay(kind, Form::Blocking, ranks), expected);
+                let may = expected || (kind == Kind::Gather && ranks >= 4);
+                assert_eq!(shim_may_pay(kind, Form::Blocking, ranks), may);
                 assert!(!shim_pays(kind, Form::Nonblocking, ranks, 0));
             }
         }
     }
 
     #[test]
-    fn auto_leaves_large_blocks_to_mpi_but_decides_varying_ones_by_ranks() {
+    fn auto_runs_gathers_of_large_blocks_from_four_ranks_and_decides_varying_ones_by_ranks() {
         let pays = |kind, ranks, class| shim_pays(kind, Form::Blocking, ranks, class);
-        assert!(pays(Kind::Gather, 8, size_class(2048)));
-        assert!(!pays(Kind::Gather, 8, size_class(2049)));
+        assert!(pays(Kind::Gather, 32, size_class(2048)));
+        assert!(!pays(Kind::Gather, 32, size_class(2049)));
+        for bytes in [(32 << 10) + 1, 64 << 10, 128 << 10] {
+            assert!(pays(Kind::Gather, 4, size_class(bytes)), "{bytes} B");
+            assert!(!pays(Kind::Gather, 2, size_class(bytes)), "{bytes} B");
+            assert!(!pays(Kind::Scatter, 8, size_class(bytes)), "{bytes} B");
+        }
+        assert!(!pays(Kind::Gather, 8, size_class(32 << 10)));
+        assert!(!pays(Kind::Gather, 8, size_class((128 << 10) + 1)));
         assert!(!pays(Kind::Alltoall, 64, size_class(64 << 10)));
-        assert!(pays(Kind::Gatherv, 8, VARYING));
+        assert!(pays(Kind::Gatherv, 32, VARYING));
         assert!(pays(Kind::Alltoallw, 32, VARYING));
-        assert!(!pays(Kind::Gatherv, 4, VARYING));
+        assert!(!pays(Kind::Gatherv, 8, VARYING));
+    }
+
+    #[test]
+    fn a_blocks_class_is_its_bytes_and_none_for_a_negative_count() {
+        assert_eq!(block_class(8192, 8), Some(7));
+        assert_eq!(block_class(0, 8), Some(0));
+        assert_eq!(block_class(-1, 8), None);
     }
 
     #[test]

@@ -31,9 +31,9 @@ enum Op {
     /// may keep unexpected messages.
     HandBack,
     /// A blocking call MPI runs, below `MPI_THREAD_MULTIPLE`: the waiting receives are lent
-    /// to MPI (`Queues::lend`), these messages arrive meanwhile, then the receives MPI did not match come back
-    /// to the queues (cancelled youngest first, at most this many: the cancelling may stop,
-    /// leaving the oldest in MPI) and the shim matches again.
+    /// to MPI (`Queues::lend`), these messages arrive meanwhile, then the receives MPI did not
+    /// match come back to the queues (cancelled youngest first, at most this many: the
+    /// cancelling may stop, leaving the oldest in MPI) and the shim matches again.
     Blocking(Vec<Envelope>, usize),
 }
 

@@ -124,8 +124,8 @@ pub fn plainly_mpi_gather(
     false
 }
 
-/// Whether MPI runs a gather on `c` that the shim's may pay at by its ranks alone, for the
-/// size class of its blocks.
+/// Whether MPI runs a gather on `c`, whose ranks alone do not rule the shim's gather out, at
+/// the size class of its blocks.
 #[inline(never)]
 fn mpi_runs_gather(
     rt: &Runtime,

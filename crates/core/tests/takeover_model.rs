@@ -15,7 +15,7 @@
 use matchshim_core::matching::{
     build_engine, Class, EngineKind, EngineParams, Envelope, Pattern, ANY_SOURCE, ANY_TAG,
 };
-use matchshim_core::protocol::{GiveBack, Inbox, Loan, Mode, Policy, Posted, Queues, Takeover};
+use matchshim_core::protocol::{GiveBack, Inbox, Mode, Policy, Posted, Queues, Takeover};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -183,21 +183,14 @@ impl Shim {
         }
     }
 
-    /// The receives go to MPI in posting order (`lending` them: in the order
-    /// `Queues::lend` gives); matching goes back to MPI, held if the queues keep unexpected
+    /// The receives go to MPI in the order `Queues::hand_over` gives (posting order unless
+    /// `lending` them); matching goes back to MPI, held if the queues keep unexpected
     /// messages. The receives MPI did not match at once, in posting order.
     fn hand_back(&mut self, lending: bool) -> Vec<(u64, Pattern)> {
         if self.takeover.mode() != Mode::Takeover {
             return Vec::new();
         }
-        let loan = if lending {
-            self.queues.lend()
-        } else {
-            Loan {
-                receives: self.queues.give_back(),
-                youngest_first: false,
-            }
-        };
+        let loan = self.queues.hand_over(lending);
         let mut lent = Vec::new();
         for (id, want) in loan.receives {
             match self.mpi.post(id, want) {

@@ -57,7 +57,7 @@ struct Waiting<W> {
     seq: u64,
 }
 
-/// The waiting receives lent to MPI for a blocking call it runs ([`Queues::lend`]).
+/// The waiting receives handed to MPI ([`Queues::hand_over`]).
 pub struct Loan<W> {
     /// In the order they go to MPI.
     pub receives: Vec<W>,
@@ -396,6 +396,18 @@ impl<M, W> Queues<M, W> {
         Loan {
             receives,
             youngest_first,
+        }
+    }
+
+    /// Every waiting receive, removed, in the order to post it to MPI: [`Queues::lend`]'s when
+    /// `lending` them for a blocking call MPI runs, else posting order ([`Queues::give_back`]).
+    pub fn hand_over(&mut self, lending: bool) -> Loan<W> {
+        if lending {
+            return self.lend();
+        }
+        Loan {
+            receives: self.give_back(),
+            youngest_first: false,
         }
     }
 

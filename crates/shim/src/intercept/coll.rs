@@ -134,7 +134,8 @@ fn mpi_runs_gather(
     (send_count, send_type): (c_int, MPI_Datatype),
     (recv_count, recv_type): (c_int, MPI_Datatype),
 ) -> bool {
-    if c.asserts() || c.inter || rt.config.coll != CollMode::Auto {
+    // An inter-communicator's gathers are MPI's under `auto` before this is asked.
+    if c.asserts() || rt.config.coll != CollMode::Auto {
         return false;
     }
     let (count, dtype) = if c.rank == root {

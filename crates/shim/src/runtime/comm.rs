@@ -14,8 +14,7 @@ use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, Entry, GiveBack, Inbox, Key, Loan, Mode, PlainCall, Policy, Posted, Probe, Queues,
-    Takeover,
+    Call, Entry, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
@@ -654,7 +653,7 @@ impl Comm {
     }
 
     /// Hands every waiting receive to MPI, in posting order (or, `lending` them for a
-    /// blocking call, in the order of [`Queues::lend`]), then lets MPI match: alone when the
+    /// blocking call, in the order of [`Queues::hand_over`]), then lets MPI match: alone when the
     /// shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
     /// beside the messages it holds (point 4). The receives MPI took, in posting order.
     fn give_back(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
@@ -744,14 +743,7 @@ impl Comm {
     }
 
     fn hand_receives_to_mpi(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
-        let loan = if lending {
-            locked.queues.lend()
-        } else {
-            Loan {
-                receives: locked.queues.give_back(),
-                youngest_first: false,
-            }
-        };
+        let loan = locked.queues.hand_over(lending);
         let mut handed = Vec::new();
         for recv in loan.receives {
             let posted = recv

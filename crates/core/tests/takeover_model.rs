@@ -8,7 +8,8 @@
 //! the queues keep their unexpected messages (`Op::HandBack`). Where they keep some, the
 //! communicator is held (`Mode::Held`): a receive one of them fits takes it, any other goes
 //! to MPI, nothing is drained, and MPI matches alone once none is left. After such a call the
-//! receives MPI did not match come back to the queues (`Op::Blocking`).
+//! receives MPI did not match come back to the queues (`Op::Blocking`), and go to MPI again
+//! where the policy leaves matching with MPI after a loan it matched mostly.
 //!
 //! Random operations with random switches must give exactly the matches of one ordered list.
 
@@ -190,6 +191,11 @@ impl Shim {
         if self.takeover.mode() != Mode::Takeover {
             return Vec::new();
         }
+        self.hand_over(lending)
+    }
+
+    /// [`Shim::hand_back`] in any mode.
+    fn hand_over(&mut self, lending: bool) -> Vec<(u64, Pattern)> {
         let loan = self.queues.hand_over(lending);
         let mut lent = Vec::new();
         for (id, want) in loan.receives {
@@ -223,19 +229,28 @@ impl Shim {
             return;
         }
         // Cancelled youngest first: those MPI did not match leave its posted list.
-        let mut back = Vec::new();
+        let (mut back, mut matched) = (Vec::new(), 0);
         for &(id, want) in lent.iter().rev().take(cancels) {
-            if let Some(i) = self.mpi.posted.iter().position(|&(p, _)| p == id) {
-                self.mpi.posted.remove(i);
-                back.push((id, want));
+            match self.mpi.posted.iter().position(|&(p, _)| p == id) {
+                Some(i) => {
+                    self.mpi.posted.remove(i);
+                    back.push((id, want));
+                }
+                None => matched += 1,
             }
         }
+        let taken_back = back.len();
         for (id, want) in back.into_iter().rev() {
             if let Posted::Found(msg) = self.queues.post(want, |_| (id, want)) {
                 self.pairs.insert((id, msg));
             }
         }
-        self.takeover.switch(Mode::Takeover, 0);
+        if self.takeover.takes_over_after_loan(matched, taken_back) {
+            self.takeover.switch(Mode::Takeover, 0);
+        } else {
+            // MPI matches from now on: those taken back go to it again.
+            self.hand_over(false);
+        }
     }
 }
 

@@ -565,6 +565,20 @@ impl Takeover {
         !unpaid || ticks < self.deep_ticks(ticks_per_ns)
     }
 
+    /// After a loan (`protocol`, point 6): whether the shim takes over again, given how many
+    /// of the receives lent MPI matched during its call and how many came back. Under `auto`
+    /// a loan MPI matched mostly says the messages come while MPI holds the receives, as in a
+    /// program that posts its receives, then joins a collective its peers join after sending:
+    /// lending them for each blocking call (a post and a cancel in MPI apiece) costs more
+    /// than the takeover saves. The episode then ends unpaid and matching stays with MPI.
+    pub fn takes_over_after_loan(&self, matched_by_mpi: usize, taken_back: usize) -> bool {
+        if !self.auto || matched_by_mpi <= taken_back {
+            return true;
+        }
+        self.episode_ended(false);
+        false
+    }
+
     /// MPI's time to search the depth at which the shim pays, in ticks at `ticks_per_ns`.
     #[inline]
     fn deep_ticks(&self, ticks_per_ns: f64) -> u64 {
@@ -988,5 +1002,26 @@ mod tests {
             Call::TakeOver,
             "limit raised"
         );
+    }
+
+    #[test]
+    fn a_loan_mpi_matched_mostly_ends_the_takeover() {
+        let t = Takeover::new(Policy::Auto, 8, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        assert!(
+            t.takes_over_after_loan(0, 4096),
+            "a barrier between posting and sending: nothing matched"
+        );
+        assert!(t.takes_over_after_loan(3, 3), "half: not mostly");
+        t.outstanding.store(17, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        assert!(!t.takes_over_after_loan(200, 40));
+        assert_ne!(
+            t.delegated_call(Policy::Auto),
+            Call::TakeOver,
+            "the episode ended unpaid: limit raised"
+        );
+        let always = Takeover::new(Policy::Always, 8, (0, u64::MAX), false);
+        assert!(always.takes_over_after_loan(200, 40));
     }
 }

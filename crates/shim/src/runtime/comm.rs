@@ -693,6 +693,8 @@ impl Comm {
     /// oldest and a message it matches meanwhile goes where one ordered list sends it; one
     /// MPI matched completes as MPI received it. Where cancelling costs MPI a search of its
     /// queue ([`Takeover::taking_back_pays`]) the older ones stay with MPI, handed to it.
+    /// Where MPI matched most of the loan ([`Takeover::takes_over_after_loan`]) those taken
+    /// back go back to MPI, which matches from then on.
     pub fn take_back(&'static self) {
         let mut locked = self.locked.lock();
         let lent = std::mem::take(&mut locked.lent);
@@ -704,6 +706,7 @@ impl Comm {
         let clock = &self.process.clock;
         let mut back = Vec::with_capacity(lent.len());
         let mut left_mpi = rustc_hash::FxHashSet::default();
+        let mut matched_by_mpi = 0;
         for recv in lent.iter().rev() {
             let Stage::InMpi(mut request) = recv.stage() else {
                 continue;
@@ -717,6 +720,7 @@ impl Comm {
             } else {
                 recv.finish(status, err);
                 self.add_pending(-1);
+                matched_by_mpi += 1;
             }
             let ticks = clock.ticks().saturating_sub(start);
             if !self.takeover.taking_back_pays(ticks, clock.ticks_per_ns()) {
@@ -727,6 +731,7 @@ impl Comm {
         locked
             .handed
             .retain(|recv| !left_mpi.contains(&Arc::as_ptr(recv)));
+        let taken_back = back.len();
         for recv in back.into_iter().rev() {
             let want = super::p2p::user_pattern(recv.source, recv.tag);
             let queued = recv.clone();
@@ -739,7 +744,15 @@ impl Comm {
                 self.land_now(recv, message, receiving);
             }
         }
-        self.takeover.switch(Mode::Takeover, self.now_ns());
+        if self
+            .takeover
+            .takes_over_after_loan(matched_by_mpi, taken_back)
+        {
+            self.takeover.switch(Mode::Takeover, self.now_ns());
+        } else {
+            // Those taken back go to MPI for good, after any it still holds (point 2).
+            self.give_back(&mut locked, false);
+        }
     }
 
     fn hand_receives_to_mpi(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
 #   run.sh [OUT [SECTION...]]   sections: p2p hogged colls comms hotspot halo apps hpcc (all by
-#                               default), or smoke (one 8-byte ping-pong, native and shim).
+#                               default), control (2-rank collectives under an empty preloaded
+#                               library: the noise floor), or smoke (one 8-byte ping-pong).
 # Environment: MPIS (default "mpich openmpi"), ROUNDS (default 3), TIMEOUT (seconds per run,
 # default 60).
 set -uo pipefail
@@ -36,8 +37,8 @@ launch() {
 }
 
 # One run: `one MPI N CONFIG TAG PROG ARGS...`; its result lines go to results.txt prefixed
-# with "MPI N CONFIG TAG". CONFIG: native, auto (the shim as it comes) or shim (every
-# collective on the shim). TAG names the circumstance (quiet, hog).
+# with "MPI N CONFIG TAG". CONFIG: native, auto (the shim as it comes), shim (every
+# collective on the shim) or empty (a library that defines nothing, preloaded). TAG names the circumstance (quiet, hog).
 one() {
     local mpi=$1 n=$2 cfg=$3 tag=$4 prog=$5 report
     shift 5
@@ -47,6 +48,7 @@ one() {
         auto) envv=(LD_PRELOAD="$here/$mpi/libmatchshim.so" MATCHSHIM_REPORT="$report") ;;
         shim) envv=(LD_PRELOAD="$here/$mpi/libmatchshim.so" MATCHSHIM_REPORT="$report"
                     MATCHSHIM_COLL=shim) ;;
+        empty) envv=(LD_PRELOAD="$here/empty.so") ;;
     esac
     local log rc work
     work=$(mktemp -d)
@@ -61,7 +63,7 @@ one() {
         echo "FAILED ($rc): $mpi $n $cfg $prog $*: $(tail -n 3 <<<"$log")"
         return
     fi
-    if [ "$cfg" != native ] && [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
+    if [ "$cfg" != native ] && [ "$cfg" != empty ] && [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
         echo "NO REPORT: $mpi $n $cfg $prog $*"
         return
     fi
@@ -131,6 +133,8 @@ halo() {
 }
 apps() { local app; for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
+# What preloading any library does: one that defines nothing, beside native and the shim.
+control() { rotate "$1" 2 "native empty auto" quiet coll latency 20000; }
 smoke() { rounds=1 rotate "$1" 2 "native auto" quiet pingpong -s 8 -r 3; }
 
 mpis=()
@@ -161,12 +165,12 @@ for line in open(sys.argv[1]):
     detail = " ".join(f"{k}={kv[k]}" for k in ("size", "bytes", "threads") if k in kv)
     us = float(kv.get("usec") or kv.get("us") or kv.get("us_per_iter"))
     rows[(mpi, tag, name, int(n), detail)][cfg].append(us)
-print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} {'auto':>7} {'shim':>7}")
+print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} {'auto':>7} {'shim':>7} {'empty':>7}")
 for (mpi, tag, name, n, detail), cfgs in rows.items():
     if "native" not in cfgs:
         continue
     base = statistics.median(cfgs["native"])
     ratios = [f"{statistics.median(cfgs[c]) / base:7.2f}" if c in cfgs else f"{'':7}"
-              for c in ("auto", "shim")]
+              for c in ("auto", "shim", "empty")]
     print(f"{mpi:8} {tag:5} {name:28} {n:>5} {detail:14} {base:10.3f} {' '.join(ratios)}")
 PY

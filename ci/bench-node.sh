@@ -55,6 +55,8 @@ find "$dir" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
     xargs -0 ldd 2>/dev/null | awk '/=> \// { print $3 }' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/lib/"; done
+# The control: a library that defines nothing, preloaded as the shim is.
+cc -shared -fPIC -o "$dir/empty.so" -x c /dev/null
 cp "$root/ci/bench-node-run.sh" "$dir/run.sh"
 tar -C "$stage" -czf "$tarball" bench-node
 du -h "$tarball"

@@ -56,6 +56,9 @@
 //!    long posted queue outlives a barrier between posting and sending. The cancelling may
 //!    stop after any receive (where a cancel costs MPI a search of its queue,
 //!    [`Takeover::taking_back_pays`]): those left in MPI are the oldest, the state of point 1.
+//!    Where MPI matched most of the loan ([`Takeover::takes_over_after_loan`]), those
+//!    cancelled go back to MPI in posting order, younger than every receive it still holds,
+//!    and MPI matches on: the state of point 2, or of point 4 where messages are held.
 //!
 //! `crates/core/tests/takeover_model.rs` checks this argument on a model: MPI's own queues,
 //! these queues with every engine and random switches give exactly the matches of one

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
 #   run.sh [OUT [SECTION...]]   sections: p2p hogged colls comms hotspot halo apps hpcc (all by
-#                               default), control (2-rank collectives under an empty preloaded
-#                               library: the noise floor), or smoke (one 8-byte ping-pong).
+#                               default), control (2-rank ping-pong and collectives under an
+#                               empty preloaded library: the noise floor), or smoke (one 8-byte
+#                               ping-pong).
 # Environment: MPIS (default "mpich openmpi"), ROUNDS (default 3), TIMEOUT (seconds per run,
 # default 60).
 set -uo pipefail
@@ -134,7 +135,10 @@ halo() {
 apps() { local app; for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
 # What preloading any library does: one that defines nothing, beside native and the shim.
-control() { rotate "$1" 2 "native empty auto" quiet coll latency 20000; }
+control() {
+    rotate "$1" 2 "native empty auto" quiet pingpong -m 65536 -r 5
+    rotate "$1" 2 "native empty auto" quiet coll latency 20000
+}
 smoke() { rounds=1 rotate "$1" 2 "native auto" quiet pingpong -s 8 -r 3; }
 
 mpis=()

@@ -39,7 +39,8 @@ launch() {
 
 # One run: `one MPI N CONFIG TAG PROG ARGS...`; its result lines go to results.txt prefixed
 # with "MPI N CONFIG TAG". CONFIG: native, auto (the shim as it comes), shim (every
-# collective on the shim) or empty (a library that defines nothing, preloaded). TAG names the circumstance (quiet, hog).
+# collective on the shim) or empty (a library that defines nothing, preloaded). TAG names the
+# circumstance (quiet, hog).
 one() {
     local mpi=$1 n=$2 cfg=$3 tag=$4 prog=$5 report
     shift 5
@@ -64,7 +65,8 @@ one() {
         echo "FAILED ($rc): $mpi $n $cfg $prog $*: $(tail -n 3 <<<"$log")"
         return
     fi
-    if [ "$cfg" != native ] && [ "$cfg" != empty ] && [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
+    # Only the shim writes reports, one line a rank.
+    if [[ $cfg == auto || $cfg == shim ]] && [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
         echo "NO REPORT: $mpi $n $cfg $prog $*"
         return
     fi
@@ -169,7 +171,8 @@ for line in open(sys.argv[1]):
     detail = " ".join(f"{k}={kv[k]}" for k in ("size", "bytes", "threads") if k in kv)
     us = float(kv.get("usec") or kv.get("us") or kv.get("us_per_iter"))
     rows[(mpi, tag, name, int(n), detail)][cfg].append(us)
-print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} {'auto':>7} {'shim':>7} {'empty':>7}")
+print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} "
+      f"{'auto':>7} {'shim':>7} {'empty':>7}")
 for (mpi, tag, name, n, detail), cfgs in rows.items():
     if "native" not in cfgs:
         continue

@@ -653,8 +653,8 @@ impl Comm {
     }
 
     /// Hands every waiting receive to MPI, in posting order (or, `lending` them for a
-    /// blocking call, in the order of [`Queues::hand_over`]), then lets MPI match: alone when the
-    /// shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
+    /// blocking call, in the order of [`Queues::hand_over`]), then lets MPI match: alone when
+    /// the shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
     /// beside the messages it holds (point 4). The receives MPI took, in posting order.
     fn give_back(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
         let handed = self.hand_receives_to_mpi(locked, lending);
@@ -750,7 +750,8 @@ impl Comm {
         {
             self.takeover.switch(Mode::Takeover, self.now_ns());
         } else {
-            // Those taken back go to MPI for good, after any it still holds (point 2).
+            // Those taken back go to MPI for good, after any it still holds (point 2, or 4
+            // where messages are held).
             self.give_back(&mut locked, false);
         }
     }

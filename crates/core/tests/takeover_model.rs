@@ -16,7 +16,7 @@
 use matchshim_core::matching::{
     build_engine, Class, EngineKind, EngineParams, Envelope, Pattern, ANY_SOURCE, ANY_TAG,
 };
-use matchshim_core::protocol::{GiveBack, Inbox, Mode, Policy, Posted, Queues, Takeover};
+use matchshim_core::protocol::{GiveBack, Inbox, Mode, Model, Policy, Posted, Queues, Takeover};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -99,7 +99,7 @@ struct Shim {
 }
 
 impl Shim {
-    fn new(kind: EngineKind) -> Shim {
+    fn new(kind: EngineKind, model: Model) -> Shim {
         let params = EngineParams {
             comm_size: 4,
             theta: 3,
@@ -111,6 +111,7 @@ impl Shim {
         let mut queues = Queues::new(kind, params, build_engine, None);
         // Drains with no receive waiting stop early, as under `auto`.
         queues.limit_drain_ahead(2);
+        queues.model_depths(model);
         Shim {
             mpi: Lists::default(),
             queues,
@@ -300,10 +301,10 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Runs `ops` through one list and through the model; the matches they made.
-fn run(kind: EngineKind, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
+fn run(kind: EngineKind, model: Model, ops: &[Op]) -> (BTreeSet<Pair>, BTreeSet<Pair>) {
     let mut list = Lists::default();
     let mut reference = BTreeSet::new();
-    let mut shim = Shim::new(kind);
+    let mut shim = Shim::new(kind, model);
     for (id, op) in ops.iter().enumerate() {
         let id = id as u64;
         match op {
@@ -348,8 +349,10 @@ proptest! {
     #[test]
     fn mpi_queues_engine_and_switches_match_as_one_list(ops in prop::collection::vec(op(), 0..80)) {
         for &kind in EngineKind::ALL {
-            let (reference, model) = run(kind, &ops);
-            prop_assert_eq!(&reference, &model, "engine {}", kind.name());
+            for depths in [Model::List, Model::PerSource] {
+                let (reference, model) = run(kind, depths, &ops);
+                prop_assert_eq!(&reference, &model, "engine {}, {:?}", kind.name(), depths);
+            }
         }
     }
 }
@@ -365,7 +368,7 @@ fn a_receive_given_back_takes_the_earliest_message_mpi_holds() {
         arrive(0, 5),
         Op::GiveBack,
     ];
-    let (reference, model) = run(EngineKind::List, &ops);
+    let (reference, model) = run(EngineKind::List, Model::PerSource, &ops);
     assert_eq!(reference, BTreeSet::from([(1, 4), (2, 3)]));
     assert_eq!(model, reference);
 }
@@ -382,7 +385,7 @@ fn receives_handed_back_while_messages_stay_take_only_younger_messages() {
         arrive(0, 2),
         post(0, 1),
     ];
-    let (reference, model) = run(EngineKind::List, &ops);
+    let (reference, model) = run(EngineKind::List, Model::List, &ops);
     assert_eq!(reference, BTreeSet::from([(2, 4), (5, 1)]));
     assert_eq!(model, reference);
 }
@@ -407,8 +410,10 @@ fn a_held_communicator_serves_its_messages_first_and_sends_the_rest_to_mpi() {
         post(2, 2),
     ];
     for &kind in EngineKind::ALL {
-        let (reference, model) = run(kind, &ops);
-        assert_eq!(reference, BTreeSet::from([(6, 1), (7, 5), (8, 2), (10, 9)]));
-        assert_eq!(model, reference, "engine {}", kind.name());
+        for depths in [Model::List, Model::PerSource] {
+            let (reference, model) = run(kind, depths, &ops);
+            assert_eq!(reference, BTreeSet::from([(6, 1), (7, 5), (8, 2), (10, 9)]));
+            assert_eq!(model, reference, "engine {}, {depths:?}", kind.name());
+        }
     }
 }

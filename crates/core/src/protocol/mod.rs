@@ -70,6 +70,6 @@ mod fence;
 pub mod policy;
 mod queues;
 
-pub use depth::{Order, Signals};
+pub use depth::{Depths, Model, Order, Signals};
 pub use policy::{Call, Entry, GiveBack, Mode, PlainCall, Policy, Takeover};
 pub use queues::{Build, Inbox, Key, Loan, Posted, Probe, Queues};

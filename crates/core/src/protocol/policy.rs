@@ -11,7 +11,10 @@
 //! since the takeover stayed below D/2 ([`Signals`]): at once when its queues are empty, else
 //! after [`SETTLE_MATCHES`] shallow matches (a takeover that a busy node's timing or a long
 //! queue matched in order asked for, and that does not pay). Unexpected messages it still
-//! holds then stay with it while MPI matches the rest ([`Mode::Held`]).
+//! holds then stay with it while MPI matches the rest ([`Mode::Held`]). The episode paid if
+//! its searches, as the MPI underneath would have made them ([`Model`](super::Model)),
+//! averaged D or more; one that did not makes the next takeover wait for more receives
+//! outstanding.
 //! `Always` never delegates; `Flip(n)` switches every n receive calls.
 
 use super::depth::Signals;
@@ -63,10 +66,22 @@ pub const DEEP_IN_A_ROW: u32 = 4;
 pub const UNPAID_ROW_FACTOR: u32 = 4;
 pub const DEEP_IN_A_ROW_MAX: u32 = 64;
 
-/// An episode that did not pay multiplies the outstanding-receive limit by this: a program
-/// whose long posted queues are matched in order (where MPI is quick) wastes at most a couple
-/// of episodes.
+/// An episode that did not pay multiplies the outstanding-receive limit by at most this: a
+/// program whose long posted queues are matched in order (where MPI is quick) wastes at most
+/// a couple of episodes. One whose searches would have paid in a longer queue raises the
+/// limit only to `2·D` plus that length ([`Signals::needed`]): MPI keeps the receives posted
+/// before the limit, so a higher limit leaves the shim a shorter share of a long queue.
 pub const UNPAID_LIMIT_FACTOR: usize = 16;
+
+/// How a takeover episode ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Its searches were deep enough for the shim to beat MPI.
+    Paid,
+    /// They were not; the receives the shim would have needed to take over for them to pay
+    /// (none: no number would).
+    Unpaid(Option<usize>),
+}
 
 /// Matches a takeover must have made before its shallow searches give matching back while
 /// its queues still hold something: a queue received in order shows itself within a few, and
@@ -575,7 +590,7 @@ impl Takeover {
         if !self.auto || matched_by_mpi <= taken_back {
             return true;
         }
-        self.episode_ended(false);
+        self.episode_ended(Ended::Unpaid(None));
         false
     }
 
@@ -638,7 +653,11 @@ impl Takeover {
                     signals.settled(self.depth, SETTLE_MATCHES)
                 };
                 if due {
-                    self.episode_ended(signals.paid(self.depth));
+                    self.episode_ended(if signals.paid(self.depth) {
+                        Ended::Paid
+                    } else {
+                        Ended::Unpaid(signals.needed(self.depth))
+                    });
                 }
                 due
             }
@@ -656,23 +675,30 @@ impl Takeover {
         }
     }
 
-    /// A takeover episode ended; `paid` says whether its searches
-    /// were deep enough for the shim to beat MPI. An episode that did not pay makes the next
-    /// one start later (MPI's queues must look sixteen times deeper; where the timed calls
-    /// asked for it, four times as many of them in a row deep), one that paid brings the start
-    /// back to `2·depth` receives outstanding or [`DEEP_IN_A_ROW`] deep calls.
-    fn episode_ended(&self, paid: bool) {
+    /// A takeover episode ended. One that did not pay makes the next one start later (MPI
+    /// must hold more receives, see [`UNPAID_LIMIT_FACTOR`]; where the timed calls asked for
+    /// it, four times as many of them in a row deep), one that paid brings the start back to
+    /// `2·depth` receives outstanding or [`DEEP_IN_A_ROW`] deep calls.
+    fn episode_ended(&self, ended: Ended) {
         let base = 2 * self.depth as usize;
         let needed = self.deep_needed.load(Relaxed);
-        let (limit, needed) = if paid {
-            (base, DEEP_IN_A_ROW)
-        } else {
-            let limit = (self.limit.load(Relaxed) * UNPAID_LIMIT_FACTOR).min(base << 16);
+        let (limit, needed) = if let Ended::Unpaid(receives) = ended {
+            let old = self.limit.load(Relaxed);
+            let grown = old * UNPAID_LIMIT_FACTOR;
+            // The count of receives MPI holds moves in steps of FOLLOW_EVERY: the margin keeps
+            // a queue as long as this one from asking again.
+            let limit = receives
+                .map_or(grown, |receives| {
+                    grown.min(base + receives + FOLLOW_EVERY).max(old)
+                })
+                .min(base << 16);
             if self.timing_asked.load(Relaxed) {
                 (limit, (needed * UNPAID_ROW_FACTOR).min(DEEP_IN_A_ROW_MAX))
             } else {
                 (limit, needed)
             }
+        } else {
+            (base, DEEP_IN_A_ROW)
         };
         self.limit.store(limit, Relaxed);
         self.refresh_plain();
@@ -719,7 +745,7 @@ mod tests {
             !t.timed(deep / 2, 2.0, || false),
             "the same time at twice the rate is shallow"
         );
-        t.episode_ended(false);
+        t.episode_ended(Ended::Unpaid(None));
         let needed = DEEP_IN_A_ROW * UNPAID_ROW_FACTOR;
         for _ in 1..needed {
             assert!(
@@ -729,14 +755,14 @@ mod tests {
         }
         assert!(t.timed(deep, 1.0, || false));
         for _ in 0..8 {
-            t.episode_ended(false);
+            t.episode_ended(Ended::Unpaid(None));
         }
         assert!(!t.timed(150, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW_MAX {
             assert!(!t.timed(deep, 1.0, || false));
         }
         assert!(t.timed(deep, 1.0, || false), "the count needed is bounded");
-        t.episode_ended(true);
+        t.episode_ended(Ended::Paid);
         assert!(!t.timed(150, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
             assert!(!t.timed(deep, 1.0, || false));
@@ -750,7 +776,7 @@ mod tests {
         t.dense.store(0, Relaxed);
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
-        t.episode_ended(false);
+        t.episode_ended(Ended::Unpaid(None));
         let deep = 100 + 8 * MPI_NS_PER_ELEMENT;
         assert!(!t.timed(100, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
@@ -790,7 +816,7 @@ mod tests {
         assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
-        t.episode_ended(false);
+        t.episode_ended(Ended::Unpaid(None));
         t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
         assert!(
             t.delegated_call(Policy::Auto) != Call::TakeOver,
@@ -799,7 +825,7 @@ mod tests {
         t.outstanding.store(16 * UNPAID_LIMIT_FACTOR + 1, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
         t.outstanding.store(17, Relaxed);
-        t.episode_ended(true);
+        t.episode_ended(Ended::Paid);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
     }
 
@@ -869,7 +895,7 @@ mod tests {
         assert!(plain(&t));
         t.posted_to_mpi(2 * FOLLOW_EVERY);
         assert!(!plain(&t));
-        t.episode_ended(false);
+        t.episode_ended(Ended::Unpaid(None));
         assert!(plain(&t), "a takeover that did not pay raised the limit");
         let threaded = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
         for _ in 0..4 {
@@ -1002,6 +1028,38 @@ mod tests {
             Call::TakeOver,
             "limit raised"
         );
+    }
+
+    #[test]
+    fn a_takeover_that_nearly_paid_waits_for_the_share_that_would_pay() {
+        let t = Takeover::new(Policy::Auto, 8, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(17, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        // 20 matches 14 deep, then 20 at the front: 7 deep on average, shallow by now. Twice
+        // the matches, 14 deep on average, would have paid.
+        let mut nearly = Signals::default();
+        for depth in [14, 0] {
+            for _ in 0..20 {
+                nearly.observe(depth);
+            }
+        }
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (0, 0), &nearly),
+            GiveBack::Whole
+        );
+        let limit = 16 + 46 + FOLLOW_EVERY;
+        t.outstanding.store(limit, Relaxed);
+        assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.outstanding.store(limit + 1, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        // One that needed fewer receives leaves the limit, where growing it as for a queue
+        // matched in order would shorten the shim's share of a longer queue.
+        t.episode_ended(Ended::Unpaid(Some(10)));
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.episode_ended(Ended::Unpaid(None));
+        t.outstanding.store(limit * UNPAID_LIMIT_FACTOR, Relaxed);
+        assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! [`Posted::Found`], [`Inbox::matched`], the receives [`Queues::give_back`] returns in
 //! posting order.
 
-use super::depth::{Order, Signals};
+use super::depth::{Depths, Model, Signals};
 use crate::clock::Clock;
 use crate::matching::{
     Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, MsgId, Pattern,
@@ -46,7 +46,8 @@ pub enum Probe {
 
 struct Unexpected<M> {
     message: M,
-    /// Its place in arrival order.
+    /// Its source, and its place in arrival order there (see [`Depths`]).
+    source: i32,
     seq: u64,
 }
 
@@ -54,6 +55,8 @@ struct Waiting<W> {
     waiter: W,
     want: Pattern,
     /// Its place in posting order.
+    posted_at: u64,
+    /// Its place among the receives MPI would search with it (see [`Depths`]).
     seq: u64,
 }
 
@@ -82,8 +85,10 @@ pub struct Queues<M, W> {
     replaced: EngineStats,
     unexpected: Slab<Unexpected<M>>,
     posted: Slab<Waiting<W>>,
-    posted_order: Order,
-    unexpected_order: Order,
+    /// Receives posted so far: the next one's place in posting order.
+    postings: u64,
+    posted_order: Depths,
+    unexpected_order: Depths,
     signals: Signals,
     /// Clock ticks spent inside the engine: point-to-point, collective.
     match_ticks: [u64; 2],
@@ -144,8 +149,9 @@ impl<M, W> Queues<M, W> {
             replaced: EngineStats::default(),
             unexpected: Slab::new(),
             posted: Slab::new(),
-            posted_order: Order::default(),
-            unexpected_order: Order::default(),
+            postings: 0,
+            posted_order: Depths::default(),
+            unexpected_order: Depths::default(),
             signals: Signals::default(),
             match_ticks: [0; 2],
             clock,
@@ -163,6 +169,12 @@ impl<M, W> Queues<M, W> {
     /// wait still have every message drained, so a deep queue reaches the engine whole.
     pub fn limit_drain_ahead(&mut self, limit: usize) {
         self.drain_ahead = Some(limit);
+    }
+
+    /// The depths of the shim's matches are counted as `model` says MPI searches.
+    pub fn model_depths(&mut self, model: Model) {
+        self.posted_order = Depths::new(model);
+        self.unexpected_order = Depths::new(model);
     }
 
     /// The engine, built now if this is its first use.
@@ -191,12 +203,16 @@ impl<M, W> Queues<M, W> {
         let key = self.unexpected.vacant_key();
         let Some(recv) = self.timed(env.class.is_collective(), |e| e.arrive(env, key as u64))
         else {
-            let seq = self.unexpected_order.push();
-            self.unexpected.insert(Unexpected { message, seq });
+            let seq = self.unexpected_order.push(env.source);
+            self.unexpected.insert(Unexpected {
+                message,
+                source: env.source,
+                seq,
+            });
             return None;
         };
         let waiting = self.posted.remove(recv as usize);
-        let depth = self.posted_order.remove(waiting.seq);
+        let depth = self.posted_order.remove(waiting.want.source, waiting.seq);
         self.signals.observe(depth);
         Some((waiting.waiter, message))
     }
@@ -228,7 +244,11 @@ impl<M, W> Queues<M, W> {
             };
             pulled += 1;
             // Its place in arrival order is given once it stays unexpected.
-            let key = self.unexpected.insert(Unexpected { message, seq: 0 });
+            let key = self.unexpected.insert(Unexpected {
+                message,
+                source: env.source,
+                seq: 0,
+            });
             self.burst.push((env, key as MsgId));
             if self.burst.len() == MAX_BURST {
                 self.match_burst(inbox);
@@ -262,12 +282,13 @@ impl<M, W> Queues<M, W> {
         self.bursts.record(burst.len());
         for (&(_, key), &found) in burst.iter().zip(&matched) {
             let Some(recv) = found else {
-                self.unexpected[key as usize].seq = self.unexpected_order.push();
+                let unexpected = &mut self.unexpected[key as usize];
+                unexpected.seq = self.unexpected_order.push(unexpected.source);
                 continue;
             };
             let message = self.unexpected.remove(key as usize).message;
             let waiting = self.posted.remove(recv as usize);
-            let depth = self.posted_order.remove(waiting.seq);
+            let depth = self.posted_order.remove(waiting.want.source, waiting.seq);
             self.signals.observe(depth);
             inbox.matched(waiting.waiter, message);
         }
@@ -283,10 +304,12 @@ impl<M, W> Queues<M, W> {
         if let Some(found) = self.timed(want.class.is_collective(), |e| e.post(want, key as u64)) {
             return Posted::Found(self.remove_unexpected(found as usize));
         }
-        let seq = self.posted_order.push();
+        let seq = self.posted_order.push(want.source);
+        self.postings += 1;
         let inserted = self.posted.insert(Waiting {
             waiter: make(key),
             want,
+            posted_at: self.postings,
             seq,
         });
         debug_assert_eq!(inserted, key);
@@ -322,7 +345,9 @@ impl<M, W> Queues<M, W> {
 
     fn remove_unexpected(&mut self, key: usize) -> M {
         let unexpected = self.unexpected.remove(key);
-        let depth = self.unexpected_order.remove(unexpected.seq);
+        let depth = self
+            .unexpected_order
+            .remove(unexpected.source, unexpected.seq);
         self.signals.observe(depth);
         unexpected.message
     }
@@ -357,7 +382,7 @@ impl<M, W> Queues<M, W> {
             return None;
         }
         let waiting = self.posted.remove(key);
-        self.posted_order.remove(waiting.seq);
+        self.posted_order.remove(waiting.want.source, waiting.seq);
         Some(waiting.waiter)
     }
 
@@ -365,14 +390,14 @@ impl<M, W> Queues<M, W> {
     /// MPI, and the executor hands them to it in this order before any receive posted later.
     pub fn give_back(&mut self) -> Vec<W> {
         let mut keys: Vec<Key> = self.posted.iter().map(|(key, _)| key).collect();
-        keys.sort_by_key(|&key| self.posted[key].seq);
+        keys.sort_by_key(|&key| self.posted[key].posted_at);
         let waiters = keys
             .into_iter()
             .map(|key| {
                 let canceled = self.engine().cancel(key as u64);
                 debug_assert!(canceled, "a waiting receive is in the engine");
                 let waiting = self.posted.remove(key);
-                self.posted_order.remove(waiting.seq);
+                self.posted_order.remove(waiting.want.source, waiting.seq);
                 waiting.waiter
             })
             .collect();
@@ -479,8 +504,8 @@ impl<M, W> Queues<M, W> {
         self.drop_engine();
         self.kind = EngineKind::List;
         self.unexpected = Slab::new();
-        self.unexpected_order = Order::default();
-        self.posted_order = Order::default();
+        self.unexpected_order.clear();
+        self.posted_order.clear();
     }
 
     /// Receives waiting, unexpected messages held.
@@ -691,7 +716,14 @@ mod tests {
 
     #[test]
     fn receives_go_back_in_posting_order_and_the_engine_is_rebuilt_when_asked() {
+        for model in [Model::List, Model::PerSource] {
+            receives_go_back_in_posting_order(model);
+        }
+    }
+
+    fn receives_go_back_in_posting_order(model: Model) {
         let mut q = queues(EngineKind::ColPnp);
+        q.model_depths(model);
         for id in 0..5u64 {
             q.post(want(id as i32 % 2, ANY_TAG), |_| id);
         }
@@ -728,13 +760,38 @@ mod tests {
             "in order: every match at the front"
         );
         q.take_over();
-        for tag in 0..100 {
+        for tag in 0..200 {
             q.arrive(env(0, tag), tag as u64);
         }
-        for tag in (0..100).rev() {
+        for tag in (0..200).rev() {
             q.post(want(0, tag), |_| 0);
         }
         assert!(q.signals().paid(64), "reverse: deep");
+    }
+
+    #[test]
+    fn per_source_depths_see_several_short_queues_where_one_list_is_long() {
+        let mut paid = Vec::new();
+        for model in [Model::List, Model::PerSource] {
+            let mut q = queues(EngineKind::List);
+            q.model_depths(model);
+            for source in 0..3 {
+                for tag in (0..100).rev() {
+                    q.post(want(source, tag), |_| 0);
+                }
+            }
+            for tag in 0..100 {
+                for source in 0..3 {
+                    assert!(q.arrive(env(source, tag), 0).is_some());
+                }
+            }
+            paid.push(q.signals().paid(64));
+        }
+        assert_eq!(
+            paid,
+            [true, false],
+            "100 receives a source, newest first: deep in one list, 50 on average per source"
+        );
     }
 
     #[derive(Clone, Debug)]

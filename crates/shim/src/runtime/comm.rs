@@ -14,7 +14,8 @@ use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, Entry, GiveBack, Inbox, Key, Mode, PlainCall, Policy, Posted, Probe, Queues, Takeover,
+    Call, Entry, GiveBack, Inbox, Key, Mode, Model, PlainCall, Policy, Posted, Probe, Queues,
+    Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::os::raw::c_int;
@@ -59,10 +60,15 @@ impl Process {
         }
     }
 
-    /// A communicator's queues. Under `auto` a drain with no receive waiting pulls at most
-    /// `2·D` messages: a takeover that does not pay leaves the rest of a long queue to MPI.
+    /// A communicator's queues, their depths counted as the MPI underneath searches (Open
+    /// MPI's ob1 keeps a list per source). Under `auto` a drain with no receive waiting pulls
+    /// at most `2·D` messages: a takeover that does not pay leaves the rest of a long queue
+    /// to MPI.
     fn queues(&'static self, params: EngineParams) -> Queues<Message, Arc<Recv>> {
         let mut queues = Queues::new(self.engine, params, engine_for, Some(&self.clock));
+        if cfg!(openmpi) {
+            queues.model_depths(Model::PerSource);
+        }
         if self.policy == Policy::Auto {
             queues.limit_drain_ahead(2 * self.depth as usize);
         }

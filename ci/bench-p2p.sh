@@ -6,7 +6,9 @@
 #
 # Benchmarks: pingpong (latency of Recv, Irecv+Wait and Improbe+Mrecv, 1 B to 1 MiB),
 # bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue (N posted or
-# unexpected messages matched in reverse or in order).  Engines default to ci/engines, takeover
+# unexpected messages matched in reverse or in order), on 2 ranks; spread (not run unless
+# named: T receives posted per source, newest first, T = 32, 128, 512) on SPREAD_RANKS ranks
+# (default 4).  Engines default to ci/engines, takeover
 # modes to auto (MATCHSHIM_TAKEOVER); each engine runs under each mode.  A shim run counts only
 # if the shim's report (MATCHSHIM_REPORT) shows both ranks ran it with the engine asked for, so
 # a dropped preload cannot pass as "1.00x".  Each round runs every configuration (native, then
@@ -18,8 +20,8 @@
 # target only with --rounds 5 or more, and say the load.
 # Raw output: target/bench/<mpi>/.  Exit status 1 only if a run failed (numbers are not judged).
 #
-# Environment: PINGPONG_ARGS, BANDWIDTH_ARGS, LONGQUEUE_ARGS (override the benchmarks'
-# arguments), BENCH_TIMEOUT (seconds per run, default 120).
+# Environment: PINGPONG_ARGS, BANDWIDTH_ARGS, LONGQUEUE_ARGS, SPREAD_ARGS (override the
+# benchmarks' arguments), SPREAD_RANKS, BENCH_TIMEOUT (seconds per run, default 120).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,16 +60,20 @@ case $MPI in
     *) echo "bench-p2p.sh: --mpi must be mpich or openmpi" >&2; exit 2 ;;
 esac
 mapfile -t MPIEXEC < <(launcher "$MPI" 2)
+SPREAD_RANKS=${SPREAD_RANKS:-4}
+mapfile -t MPIEXEC_SPREAD < <(launcher "$MPI" "$SPREAD_RANKS")
 case $ROUNDS in ''|*[!0-9]*|0) echo "bench-p2p.sh: --rounds needs a positive number" >&2; exit 2 ;; esac
 
 if [ "$QUICK" = 1 ]; then
     PP_ARGS=${PINGPONG_ARGS:--s 8 -r 7}
     BW_ARGS=${BANDWIDTH_ARGS:--m 4096 -r 3}
     LQ_ARGS=${LONGQUEUE_ARGS:--n 1024 -r 3}
+    SP_ARGS=${SPREAD_ARGS:--t 128 -r 3}
 else
     PP_ARGS=${PINGPONG_ARGS:-}
     BW_ARGS=${BANDWIDTH_ARGS:-}
     LQ_ARGS=${LONGQUEUE_ARGS:-}
+    SP_ARGS=${SPREAD_ARGS:-}
 fi
 
 OUT=$ROOT/target/bench/$MPI
@@ -114,7 +120,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
                 echo "round $round $cfg $b: skipped (timed out in round ${HUNG[$cfg $b]})"
                 continue
             fi
-            case $b in pingpong) args=$PP_ARGS ;; bandwidth) args=$BW_ARGS ;; *) args=$LQ_ARGS ;; esac
+            launch=("${MPIEXEC[@]}") ranks=2
+            case $b in
+                pingpong) args=$PP_ARGS ;;
+                bandwidth) args=$BW_ARGS ;;
+                spread) args=$SP_ARGS launch=("${MPIEXEC_SPREAD[@]}") ranks=$SPREAD_RANKS ;;
+                *) args=$LQ_ARGS ;;
+            esac
             log=$OUT/raw/$b.${cfg/:/-}.r$round.log
             log=${log/@/-}
             report=${log%.log}.report.jsonl
@@ -130,7 +142,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
             t0=$(date +%s.%N)
             # The preload goes on the benchmark only, through env: launchers may drop LD_*.
             # shellcheck disable=SC2086
-            timeout -k 10 "$TIMEOUT" "${MPIEXEC[@]}" env "${envv[@]}" "$OUT/$b" $args >"$log" 2>&1
+            timeout -k 10 "$TIMEOUT" "${launch[@]}" env "${envv[@]}" "$OUT/$b" $args >"$log" 2>&1
             rc=$?
             secs=$(python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.1f}')" "$t0")
             # Results printed before a failure (e.g. a later variant hangs) are still kept;
@@ -141,8 +153,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
                 if [ $rc = 124 ] || [ $rc = 137 ]; then
                     why="timed out after ${TIMEOUT}s" HUNG[$cfg $b]=$round
                 fi
-            elif [ "$cfg" != native ] && ! shim_ran "$report" 2 "$engine"; then
-                why="no shim report with engine $engine from both ranks" keep=0
+            elif [ "$cfg" != native ] && ! shim_ran "$report" "$ranks" "$engine"; then
+                why="no shim report with engine $engine from all $ranks ranks" keep=0
             fi
             if [ -n "$why" ]; then
                 echo "round $round $cfg $b: FAILED ($why, ${secs}s), log $log"
@@ -186,7 +198,7 @@ head = f"{'benchmark':<30} {'size':>8} {'n':>5} {'native us':>10}"
 for c in shims:
     head += f" {c + ' us':>18} {'ratio':>6}" if wide else f" {c:>{max(len(c), 6)}}"
 print()
-print(f"p2p benchmarks, {mpi}, 2 ranks (usec: best over rounds of each run's median, per "
+print(f"p2p benchmarks, {mpi}, 2 ranks, spread on more (usec: best over rounds of each run's median, per "
       "message for bandwidth; ratio: shim/native time, and shim/native bandwidth for "
       "bandwidth)")
 print(head)
@@ -234,13 +246,14 @@ for c in (c for c in shims if "@" not in c):
         print(f"target {c} {label}: {worst:.2f}x native ({sense} {limit:.2f}x): "
               + ("met" if met else "MISSED"))
 EOF
-if [[ " $BENCHES " == *" longqueue "* ]]; then
-    python3 - "$OUT/raw" "${CONFIGS[@]}" <<'EOF'
+for b in longqueue spread; do
+    [[ " $BENCHES " == *" $b "* ]] || continue
+    python3 - "$OUT/raw" "$b" "${CONFIGS[@]}" <<'EOF'
 import glob, json, sys
 
-raw, configs = sys.argv[1], sys.argv[2:]
+raw, bench, configs = sys.argv[1], sys.argv[2], sys.argv[3:]
 for c in (c for c in configs if c != "native"):
-    pattern = f"{raw}/longqueue.{c.replace(':', '-').replace('@', '-')}.r*.report.jsonl"
+    pattern = f"{raw}/{bench}.{c.replace(':', '-').replace('@', '-')}.r*.report.jsonl"
     shim = mpi = takeovers = 0
     for path in glob.glob(pattern):
         for line in open(path):
@@ -249,9 +262,9 @@ for c in (c for c in configs if c != "native"):
                 mpi += comm["delegated_receives"]
                 takeovers += (comm["switches"] + 1) // 2
     if shim + mpi:
-        print(f"longqueue {c}: the shim matched {shim} receives, MPI {mpi} "
+        print(f"{bench} {c}: the shim matched {shim} receives, MPI {mpi} "
               f"({100 * shim / (shim + mpi):.1f} % in the shim), about {takeovers} takeovers")
 EOF
-fi
+done
 echo "total $(($(date +%s) - START))s; raw output in $OUT/raw, results in $RESULTS and $OUT/ratios.txt"
 exit $FAILED

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
-#   run.sh [OUT [SECTION...]]   sections: p2p hogged colls comms hotspot halo apps hpcc (all by
-#                               default), control (2-rank ping-pong and collectives under an
+#   run.sh [OUT [SECTION...]]   sections: p2p spread hogged colls comms hotspot halo apps hpcc
+#                               (all by default), control (2-rank ping-pong and collectives under an
 #                               empty preloaded library: the noise floor), or smoke (one 8-byte
 #                               ping-pong).
 # Environment: MPIS (default "mpich openmpi"), ROUNDS (default 3), TIMEOUT (seconds per run,
@@ -11,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:-$here/out}
 shift $(($# > 0))
 sections=("$@")
-[ $# -gt 0 ] || sections=(p2p hogged colls comms hotspot halo apps hpcc)
+[ $# -gt 0 ] || sections=(p2p spread hogged colls comms hotspot halo apps hpcc)
 rounds=${ROUNDS:-3}
 limit=${TIMEOUT:-60}
 reports=$(mktemp -d)
@@ -112,6 +112,11 @@ p2p() {
     rotate "$1" 2 "native auto" quiet bandwidth -m 65536 -r 5
     rotate "$1" 2 "native auto" quiet longqueue -n 4096 -r 3
 }
+# Receives posted per source, newest first: shallow per source, deep as one list.
+spread() {
+    local n
+    for n in $(wide "2 4 8"); do rotate "$1" $n "native auto" quiet spread -t "32 128 512"; done
+}
 hogged() {
     # Two cores for both ranks and a busy loop on one of them.
     taskset -c 0 sh -c 'while :; do :; done' &
@@ -168,7 +173,7 @@ for line in open(sys.argv[1]):
     mpi, n, cfg, tag = words[:4]
     kv = dict(w.split("=", 1) for w in words[4:] if "=" in w)
     name = kv.get("name") or kv.get("coll") or kv.get("bench")
-    detail = " ".join(f"{k}={kv[k]}" for k in ("size", "bytes", "threads") if k in kv)
+    detail = " ".join(f"{k}={kv[k]}" for k in ("size", "n", "bytes", "threads") if k in kv)
     us = float(kv.get("usec") or kv.get("us") or kv.get("us_per_iter"))
     rows[(mpi, tag, name, int(n), detail)][cfg].append(us)
 print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} "

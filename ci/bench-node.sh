@@ -33,7 +33,7 @@ for mpi in mpich openmpi; do
     build_shim "$mpi" >&2
     mkdir -p "$dir/$mpi"
     strip -o "$dir/$mpi/libmatchshim.so" "$(shim_lib_for "$mpi")"
-    for prog in pingpong bandwidth longqueue coll halo_mt app_radix app_nbody app_miniamr; do
+    for prog in pingpong bandwidth longqueue spread coll halo_mt app_radix app_nbody app_miniamr; do
         "$(mpicc_for "$mpi")" -O2 -Wno-stringop-overflow -I"$root/ci/bench" \
             -o "$dir/$mpi/$prog" "$root/ci/bench/$prog.c" -lm
     done

@@ -145,6 +145,11 @@ impl Signals {
         })
     }
 
+    /// Matches seen this episode.
+    pub fn matches(&self) -> u64 {
+        self.seen
+    }
+
     pub fn reset(&mut self) {
         *self = Signals::default();
     }

@@ -69,8 +69,9 @@ pub const DEEP_IN_A_ROW_MAX: u32 = 64;
 /// An episode that did not pay multiplies the outstanding-receive limit by at most this: a
 /// program whose long posted queues are matched in order (where MPI is quick) wastes at most
 /// a couple of episodes. One whose searches would have paid in a longer queue raises the
-/// limit only to `2·D` plus that length ([`Signals::needed`]): MPI keeps the receives posted
-/// before the limit, so a higher limit leaves the shim a shorter share of a long queue.
+/// limit only past that queue, or to `2·D` plus the share the shim would have needed
+/// ([`Signals::needed`]) if that is more: MPI keeps the receives posted before the limit, so a
+/// higher limit leaves the shim a shorter share of a longer queue.
 pub const UNPAID_LIMIT_FACTOR: usize = 16;
 
 /// How a takeover episode ended.
@@ -78,9 +79,14 @@ pub const UNPAID_LIMIT_FACTOR: usize = 16;
 enum Ended {
     /// Its searches were deep enough for the shim to beat MPI.
     Paid,
-    /// They were not; the receives the shim would have needed to take over for them to pay
-    /// (none: no number would).
-    Unpaid(Option<usize>),
+    /// They were not.
+    Unpaid {
+        /// The receives the shim would have needed to take over for them to pay (none: no
+        /// number would).
+        needed: Option<usize>,
+        /// The matches the shim made.
+        matched: usize,
+    },
 }
 
 /// Matches a takeover must have made before its shallow searches give matching back while
@@ -108,6 +114,8 @@ pub struct Takeover {
     outstanding: AtomicUsize,
     /// Outstanding receives above which MPI's posted queue counts as deep.
     limit: AtomicUsize,
+    /// Outstanding receives when the episode under way began.
+    outstanding_at_takeover: AtomicUsize,
     /// What each call writes, below `MPI_THREAD_MULTIPLE`.
     serial: Counters,
     /// What each call writes at `MPI_THREAD_MULTIPLE`, one shard per thread (none below it):
@@ -267,6 +275,7 @@ impl Takeover {
             dense: AtomicU32::new(4),
             outstanding: AtomicUsize::new(0),
             limit: AtomicUsize::new(2 * depth as usize),
+            outstanding_at_takeover: AtomicUsize::new(0),
             serial: Counters::default(),
             shards: (0..shards).map(|_| Shard::default()).collect(),
             depth,
@@ -442,6 +451,8 @@ impl Takeover {
         self.switches.fetch_add(1, Relaxed);
         if mode == Mode::Takeover {
             self.takeovers.fetch_add(1, Relaxed);
+            self.outstanding_at_takeover
+                .store(self.outstanding.load(Relaxed), Relaxed);
         }
     }
 
@@ -590,7 +601,10 @@ impl Takeover {
         if !self.auto || matched_by_mpi <= taken_back {
             return true;
         }
-        self.episode_ended(Ended::Unpaid(None));
+        self.episode_ended(Ended::Unpaid {
+            needed: None,
+            matched: 0,
+        });
         false
     }
 
@@ -656,7 +670,10 @@ impl Takeover {
                     self.episode_ended(if signals.paid(self.depth) {
                         Ended::Paid
                     } else {
-                        Ended::Unpaid(signals.needed(self.depth))
+                        Ended::Unpaid {
+                            needed: signals.needed(self.depth),
+                            matched: signals.matches() as usize,
+                        }
                     });
                 }
                 due
@@ -682,14 +699,20 @@ impl Takeover {
     fn episode_ended(&self, ended: Ended) {
         let base = 2 * self.depth as usize;
         let needed = self.deep_needed.load(Relaxed);
-        let (limit, needed) = if let Ended::Unpaid(receives) = ended {
+        let (limit, needed) = if let Ended::Unpaid {
+            needed: share,
+            matched,
+        } = ended
+        {
             let old = self.limit.load(Relaxed);
             let grown = old * UNPAID_LIMIT_FACTOR;
+            let queue = self.outstanding_at_takeover.load(Relaxed) + matched;
             // The count of receives MPI holds moves in steps of FOLLOW_EVERY: the margin keeps
             // a queue as long as this one from asking again.
-            let limit = receives
-                .map_or(grown, |receives| {
-                    grown.min(base + receives + FOLLOW_EVERY).max(old)
+            let limit = share
+                .map_or(grown, |share| {
+                    let past = (base + share).max(queue) + FOLLOW_EVERY;
+                    grown.min(past).max(old)
                 })
                 .min(base << 16);
             if self.timing_asked.load(Relaxed) {
@@ -725,6 +748,12 @@ fn add(counter: &AtomicUsize, delta: isize, multiple: bool) {
 mod tests {
     use super::*;
 
+    /// An episode where every match was at the front.
+    const UNPAID: Ended = Ended::Unpaid {
+        needed: None,
+        matched: 0,
+    };
+
     #[test]
     fn deep_timed_calls_in_a_row_ask_for_takeover() {
         let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
@@ -745,7 +774,7 @@ mod tests {
             !t.timed(deep / 2, 2.0, || false),
             "the same time at twice the rate is shallow"
         );
-        t.episode_ended(Ended::Unpaid(None));
+        t.episode_ended(UNPAID);
         let needed = DEEP_IN_A_ROW * UNPAID_ROW_FACTOR;
         for _ in 1..needed {
             assert!(
@@ -755,7 +784,7 @@ mod tests {
         }
         assert!(t.timed(deep, 1.0, || false));
         for _ in 0..8 {
-            t.episode_ended(Ended::Unpaid(None));
+            t.episode_ended(UNPAID);
         }
         assert!(!t.timed(150, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW_MAX {
@@ -776,7 +805,7 @@ mod tests {
         t.dense.store(0, Relaxed);
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
-        t.episode_ended(Ended::Unpaid(None));
+        t.episode_ended(UNPAID);
         let deep = 100 + 8 * MPI_NS_PER_ELEMENT;
         assert!(!t.timed(100, 1.0, || false));
         for _ in 1..DEEP_IN_A_ROW {
@@ -816,7 +845,7 @@ mod tests {
         assert!(t.delegated_call(Policy::Auto) != Call::TakeOver);
         t.outstanding.store(17, Relaxed);
         assert!(t.delegated_call(Policy::Auto) == Call::TakeOver);
-        t.episode_ended(Ended::Unpaid(None));
+        t.episode_ended(UNPAID);
         t.outstanding.store(16 * UNPAID_LIMIT_FACTOR, Relaxed);
         assert!(
             t.delegated_call(Policy::Auto) != Call::TakeOver,
@@ -895,7 +924,7 @@ mod tests {
         assert!(plain(&t));
         t.posted_to_mpi(2 * FOLLOW_EVERY);
         assert!(!plain(&t));
-        t.episode_ended(Ended::Unpaid(None));
+        t.episode_ended(UNPAID);
         assert!(plain(&t), "a takeover that did not pay raised the limit");
         let threaded = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
         for _ in 0..4 {
@@ -1055,10 +1084,28 @@ mod tests {
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
         // One that needed fewer receives leaves the limit, where growing it as for a queue
         // matched in order would shorten the shim's share of a longer queue.
-        t.episode_ended(Ended::Unpaid(Some(10)));
+        t.episode_ended(Ended::Unpaid {
+            needed: Some(10),
+            matched: 10,
+        });
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
-        t.episode_ended(Ended::Unpaid(None));
-        t.outstanding.store(limit * UNPAID_LIMIT_FACTOR, Relaxed);
+        // Shallow searches in a queue longer than that (a list per source, each short): the
+        // limit goes past the queue, so that one as long does not ask again.
+        t.outstanding.store(300, Relaxed);
+        t.switch(Mode::Takeover, 0);
+        t.episode_ended(Ended::Unpaid {
+            needed: Some(10),
+            matched: 100,
+        });
+        t.switch(Mode::Delegated, 1);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(400 + FOLLOW_EVERY, Relaxed);
+        assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.outstanding.store(400 + FOLLOW_EVERY + 1, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.episode_ended(UNPAID);
+        t.outstanding
+            .store((400 + FOLLOW_EVERY) * UNPAID_LIMIT_FACTOR, Relaxed);
         assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
     }
 

@@ -10,7 +10,7 @@
  * are checked; the check lines are the same. */
 #define _GNU_SOURCE
 #include "common.h"
-#include <dlfcn.h>
+#include "takeover_count.h"
 
 /* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
@@ -56,34 +56,17 @@ int main(int argc, char **argv)
         report_skip("lent_receives", "more ranks than the test has buffers for");
         return t_finish();
     }
-    const char *mode = getenv("MATCHSHIM_TAKEOVER");
-    int judged = dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL
-                 && (mode == NULL || strcmp(mode, "auto") == 0);
-    MPI_T_pvar_session session;
-    MPI_T_pvar_handle takeovers;
-    if (judged) {
-        int provided, index, count;
-        CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
-        CHK(MPI_T_pvar_session_create(&session));
-        CHK(MPI_T_pvar_get_index("matchshim_takeovers", MPI_T_PVAR_CLASS_COUNTER, &index));
-        MPI_Comm world = MPI_COMM_WORLD;
-        CHK(MPI_T_pvar_handle_alloc(session, index, &world, &takeovers, &count));
-    }
+    takeover_count takeovers;
+    int judged = takeover_count_start(&takeovers);
 
     for (int rep = 0; rep < REPS; rep++)
         repetition(rep);
     if (judged && t_rank == 0) {
-        unsigned long long count = 0;
-        CHK(MPI_T_pvar_read(session, takeovers, &count));
+        unsigned long long count = takeover_count_read(&takeovers);
         fprintf(stderr, "lent_receives: %llu takeovers in %d repetitions\n", count, REPS);
         EXPECT(count <= 2, "the shim took over %llu times in %d repetitions", count, REPS);
     }
     report("lent_receives");
-
-    if (judged) {
-        CHK(MPI_T_pvar_handle_free(session, &takeovers));
-        CHK(MPI_T_pvar_session_free(&session));
-        CHK(MPI_T_finalize());
-    }
+    takeover_count_stop(&takeovers);
     return t_finish();
 }

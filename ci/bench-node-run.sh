@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
 #   run.sh [OUT [SECTION...]]   sections: p2p spread hogged colls comms hotspot halo apps hpcc
-#                               (all by default), control (2-rank ping-pong and collectives under an
-#                               empty preloaded library: the noise floor), or smoke (one 8-byte
-#                               ping-pong).
+#                               (all by default), control (2-rank ping-pong and collectives
+#                               under an empty preloaded library: the noise floor), or smoke
+#                               (one 8-byte ping-pong).
 # Environment: MPIS (default "mpich openmpi"), ROUNDS (default 3), TIMEOUT (seconds per run,
 # default 60).
 set -uo pipefail

@@ -8,8 +8,8 @@
 # bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue (N posted or
 # unexpected messages matched in reverse or in order), on 2 ranks; spread (not run unless
 # named: T receives posted per source, newest first, T = 32, 128, 512) on SPREAD_RANKS ranks
-# (default 4).  Engines default to ci/engines, takeover
-# modes to auto (MATCHSHIM_TAKEOVER); each engine runs under each mode.  A shim run counts only
+# (default 4).  Engines default to ci/engines, takeover modes to auto (MATCHSHIM_TAKEOVER);
+# each engine runs under each mode.  A shim run counts only
 # if the shim's report (MATCHSHIM_REPORT) shows both ranks ran it with the engine asked for, so
 # a dropped preload cannot pass as "1.00x".  Each round runs every configuration (native, then
 # the shim ones) once, in an order that rotates from round to round, so slow phases of a shared
@@ -198,9 +198,9 @@ head = f"{'benchmark':<30} {'size':>8} {'n':>5} {'native us':>10}"
 for c in shims:
     head += f" {c + ' us':>18} {'ratio':>6}" if wide else f" {c:>{max(len(c), 6)}}"
 print()
-print(f"p2p benchmarks, {mpi}, 2 ranks, spread on more (usec: best over rounds of each run's median, per "
-      "message for bandwidth; ratio: shim/native time, and shim/native bandwidth for "
-      "bandwidth)")
+print(f"p2p benchmarks, {mpi}, 2 ranks, spread on more (usec: best over rounds of each run's "
+      "median, per message for bandwidth; ratio: shim/native time, and shim/native bandwidth "
+      "for bandwidth)")
 print(head)
 print("-" * len(head))
 for key in order:

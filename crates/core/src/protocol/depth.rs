@@ -51,27 +51,31 @@ pub enum Model {
 
 /// The elements of one queue (posted receives or unexpected messages) in the order MPI would
 /// search them under a [`Model`]. An element's lane is its source (a receive's may be the
-/// wildcard); under [`Model::List`] every lane is one.
-#[derive(Default)]
-pub struct Depths {
-    model: Model,
-    list: Order,
-    per_source: FxHashMap<i32, Order>,
+/// wildcard); in one list every lane is the same.
+pub enum Depths {
+    List(Order),
+    PerSource(FxHashMap<i32, Order>),
+}
+
+impl Default for Depths {
+    fn default() -> Depths {
+        Depths::new(Model::default())
+    }
 }
 
 impl Depths {
     pub fn new(model: Model) -> Depths {
-        Depths {
-            model,
-            ..Depths::default()
+        match model {
+            Model::List => Depths::List(Order::default()),
+            Model::PerSource => Depths::PerSource(FxHashMap::default()),
         }
     }
 
     #[inline]
     fn order(&mut self, lane: i32) -> &mut Order {
-        match self.model {
-            Model::List => &mut self.list,
-            Model::PerSource => self.per_source.entry(lane).or_default(),
+        match self {
+            Depths::List(order) => order,
+            Depths::PerSource(orders) => orders.entry(lane).or_default(),
         }
     }
 
@@ -89,7 +93,10 @@ impl Depths {
 
     /// Nothing queued: forgets every element.
     pub fn clear(&mut self) {
-        *self = Depths::new(self.model);
+        match self {
+            Depths::List(order) => *order = Order::default(),
+            Depths::PerSource(orders) => orders.clear(),
+        }
     }
 }
 

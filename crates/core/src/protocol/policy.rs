@@ -83,7 +83,7 @@ enum Ended {
     Unpaid {
         /// The receives the shim would have needed to take over for them to pay (none: no
         /// number would).
-        needed: Option<usize>,
+        share: Option<usize>,
         /// The matches the shim made.
         matched: usize,
     },
@@ -602,7 +602,7 @@ impl Takeover {
             return true;
         }
         self.episode_ended(Ended::Unpaid {
-            needed: None,
+            share: None,
             matched: 0,
         });
         false
@@ -671,7 +671,7 @@ impl Takeover {
                         Ended::Paid
                     } else {
                         Ended::Unpaid {
-                            needed: signals.needed(self.depth),
+                            share: signals.needed(self.depth),
                             matched: signals.matches() as usize,
                         }
                     });
@@ -699,11 +699,7 @@ impl Takeover {
     fn episode_ended(&self, ended: Ended) {
         let base = 2 * self.depth as usize;
         let needed = self.deep_needed.load(Relaxed);
-        let (limit, needed) = if let Ended::Unpaid {
-            needed: share,
-            matched,
-        } = ended
-        {
+        let (limit, needed) = if let Ended::Unpaid { share, matched } = ended {
             let old = self.limit.load(Relaxed);
             let grown = old * UNPAID_LIMIT_FACTOR;
             let queue = self.outstanding_at_takeover.load(Relaxed) + matched;
@@ -750,7 +746,7 @@ mod tests {
 
     /// An episode where every match was at the front.
     const UNPAID: Ended = Ended::Unpaid {
-        needed: None,
+        share: None,
         matched: 0,
     };
 
@@ -1085,7 +1081,7 @@ mod tests {
         // One that needed fewer receives leaves the limit, where growing it as for a queue
         // matched in order would shorten the shim's share of a longer queue.
         t.episode_ended(Ended::Unpaid {
-            needed: Some(10),
+            share: Some(10),
             matched: 10,
         });
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
@@ -1094,7 +1090,7 @@ mod tests {
         t.outstanding.store(300, Relaxed);
         t.switch(Mode::Takeover, 0);
         t.episode_ended(Ended::Unpaid {
-            needed: Some(10),
+            share: Some(10),
             matched: 100,
         });
         t.switch(Mode::Delegated, 1);

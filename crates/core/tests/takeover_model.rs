@@ -33,8 +33,9 @@ enum Op {
     HandBack,
     /// A blocking call MPI runs, below `MPI_THREAD_MULTIPLE`: the waiting receives are lent
     /// to MPI (`Queues::lend`), these messages arrive meanwhile, then the receives MPI did not
-    /// match come back to the queues (cancelled youngest first, at most this many: the
-    /// cancelling may stop, leaving the oldest in MPI) and the shim matches again.
+    /// match come back to the queues (cancelled youngest first, or oldest first where no
+    /// message fits two of them; at most this many: the cancelling may stop, leaving the rest
+    /// in MPI) and the shim matches again.
     Blocking(Vec<Envelope>, usize),
 }
 
@@ -185,18 +186,18 @@ impl Shim {
         }
     }
 
-    /// The receives go to MPI in the order `Queues::hand_over` gives (posting order unless
-    /// `lending` them); matching goes back to MPI, held if the queues keep unexpected
-    /// messages. The receives MPI did not match at once, in posting order.
-    fn hand_back(&mut self, lending: bool) -> Vec<(u64, Pattern)> {
+    /// The receives go to MPI in posting order (`Queues::hand_over`); matching goes back to
+    /// MPI, held if the queues keep unexpected messages. The receives MPI did not match at
+    /// once, in posting order, and whether they may come back in any order.
+    fn hand_back(&mut self, lending: bool) -> (Vec<(u64, Pattern)>, bool) {
         if self.takeover.mode() != Mode::Takeover {
-            return Vec::new();
+            return (Vec::new(), false);
         }
         self.hand_over(lending)
     }
 
     /// [`Shim::hand_back`] in any mode.
-    fn hand_over(&mut self, lending: bool) -> Vec<(u64, Pattern)> {
+    fn hand_over(&mut self, lending: bool) -> (Vec<(u64, Pattern)>, bool) {
         let loan = self.queues.hand_over(lending);
         let mut lent = Vec::new();
         for (id, want) in loan.receives {
@@ -207,31 +208,31 @@ impl Shim {
                 None => lent.push((id, want)),
             }
         }
-        if loan.youngest_first {
-            lent.reverse();
-        }
         let mode = if self.queues.queued().1 == 0 {
             Mode::Delegated
         } else {
             Mode::Held
         };
         self.takeover.switch(mode, 0);
-        lent
+        (lent, loan.any_order)
     }
 
     /// A blocking call MPI runs with the waiting receives lent to it (`Runtime::step_aside`
     /// and `step_back` in the shim).
     fn blocking(&mut self, first_id: u64, arrivals: &[Envelope], cancels: usize) {
-        let lent = self.hand_back(true);
+        let (mut lent, any_order) = self.hand_back(true);
         for (k, env) in arrivals.iter().enumerate() {
             self.arrive(first_id + k as u64, *env);
         }
         if lent.is_empty() {
             return;
         }
-        // Cancelled youngest first: those MPI did not match leave its posted list.
+        if !any_order {
+            lent.reverse();
+        }
+        // Those MPI did not match leave its posted list.
         let (mut back, mut matched) = (Vec::new(), 0);
-        for &(id, want) in lent.iter().rev().take(cancels) {
+        for &(id, want) in lent.iter().take(cancels) {
             match self.mpi.posted.iter().position(|&(p, _)| p == id) {
                 Some(i) => {
                     self.mpi.posted.remove(i);
@@ -241,7 +242,10 @@ impl Shim {
             }
         }
         let taken_back = back.len();
-        for (id, want) in back.into_iter().rev() {
+        if !any_order {
+            back.reverse();
+        }
+        for (id, want) in back {
             if let Posted::Found(msg) = self.queues.post(want, |_| (id, want)) {
                 self.pairs.insert((id, msg));
             }

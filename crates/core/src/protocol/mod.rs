@@ -46,16 +46,19 @@
 //!    was drained. Receives of different threads
 //!    racing each other have no order in MPI.
 //! 6. After the blocking call of point 3 (below `MPI_THREAD_MULTIPLE`, where no other
-//!    receive can reach MPI meanwhile), the receives handed over come back: cancelled in MPI
+//!    receive can reach MPI meanwhile), the receives handed over (in posting order, so that
+//!    MPI searches them as it would have without the shim) come back: cancelled in MPI
 //!    youngest first, so the ones MPI still holds are always the oldest and a message it
-//!    matches meanwhile goes to the oldest receive that fits, as in one ordered list (where
-//!    no message fits two of them, MPI matches them alike in any order, and they are lent
-//!    youngest first, so that each cancel finds its receive first: [`Queues::lend`]); those
-//!    cancelled return to the queues in posting order, older than any receive posted later,
-//!    and the shim takes over again (point 1, the held messages first). So a takeover of a
-//!    long posted queue outlives a barrier between posting and sending. The cancelling may
-//!    stop after any receive (where a cancel costs MPI a search of its queue,
-//!    [`Takeover::taking_back_pays`]): those left in MPI are the oldest, the state of point 1.
+//!    matches meanwhile goes to the oldest receive that fits, as in one ordered list. Where
+//!    no message fits two of them, a message fits one receive of the loan wherever it waits,
+//!    so they are cancelled oldest first, each cancel finding its receive at the front of
+//!    those lent ([`Queues::lend`]). Those cancelled return to the queues in posting order,
+//!    older than any receive posted later, and the shim takes over again (point 1, the held
+//!    messages first). So a takeover of a long posted queue outlives a barrier between
+//!    posting and sending. The cancelling may stop after any receive (where a cancel costs
+//!    MPI a search of its queue, [`Takeover::taking_back_pays`]): those left in MPI are the
+//!    oldest, the state of point 1, or, oldest first, receives that no message fitting one in
+//!    the queues fits.
 //!    Where MPI matched most of the loan ([`Takeover::takes_over_after_loan`]), those
 //!    cancelled go back to MPI in posting order, younger than every receive it still holds,
 //!    and MPI matches on: the state of point 2, or of point 4 where messages are held.

@@ -66,12 +66,14 @@ pub const DEEP_IN_A_ROW: u32 = 4;
 pub const UNPAID_ROW_FACTOR: u32 = 4;
 pub const DEEP_IN_A_ROW_MAX: u32 = 64;
 
-/// An episode that did not pay multiplies the outstanding-receive limit by at most this: a
-/// program whose long posted queues are matched in order (where MPI is quick) wastes at most
-/// a couple of episodes. One whose searches would have paid in a longer queue raises the
-/// limit only past that queue, or to `2·D` plus the share the shim would have needed
-/// ([`Signals::needed`]) if that is more: MPI keeps the receives posted before the limit, so a
-/// higher limit leaves the shim a shorter share of a longer queue.
+/// An episode whose matches were all at the front (a long posted queue matched in order,
+/// where MPI is quick) multiplies the outstanding-receive limit by this, or raises it past the
+/// queue it saw if that is more: a queue as long does not ask again, and a program whose
+/// queues grow wastes at most a couple of episodes. One whose searches would have paid in a
+/// longer queue raises the limit by at most this, only past that queue, or to `2·D` plus the
+/// share the shim would have needed ([`Signals::needed`]) if that is more: MPI keeps the
+/// receives posted before the limit, so a higher limit leaves the shim a shorter share of a
+/// longer queue.
 pub const UNPAID_LIMIT_FACTOR: usize = 16;
 
 /// How a takeover episode ended.
@@ -579,12 +581,12 @@ impl Takeover {
         Some(entry)
     }
 
-    /// Taking back receives lent to MPI (youngest first, see `protocol`, point 6): whether to
-    /// go on after a cancel that took `ticks` at `ticks_per_ns`. A cancel as slow as MPI's
-    /// search of the depth at which the shim pays walked MPI's queue to find its receive (MPICH
-    /// does), so each further one would walk nearly as far. That is paid only while the shim's
-    /// matching here has paid or not been tried (no takeover ended without paying); else the
-    /// rest, the oldest, stay in MPI, which matches them as it would have without the shim.
+    /// Taking back receives lent to MPI (see `protocol`, point 6): whether to go on after a
+    /// cancel that took `ticks` at `ticks_per_ns`. A cancel as slow as MPI's search of the
+    /// depth at which the shim pays walked MPI's queue to find its receive (MPICH does), so
+    /// each further one would walk nearly as far. That is paid only while the shim's matching
+    /// here has paid or not been tried (no takeover ended without paying); else the rest stay
+    /// in MPI, which matches them as it would have without the shim.
     #[inline]
     pub fn taking_back_pays(&self, ticks: u64, ticks_per_ns: f64) -> bool {
         let unpaid = self.limit.load(Relaxed) > 2 * self.depth as usize;
@@ -705,12 +707,11 @@ impl Takeover {
             let queue = self.outstanding_at_takeover.load(Relaxed) + matched;
             // The count of receives MPI holds moves in steps of FOLLOW_EVERY: the margin keeps
             // a queue as long as this one from asking again.
-            let limit = share
-                .map_or(grown, |share| {
-                    let past = (base + share).max(queue) + FOLLOW_EVERY;
-                    grown.min(past).max(old)
-                })
-                .min(base << 16);
+            let limit = match share {
+                None => grown.max(queue + FOLLOW_EVERY),
+                Some(share) => grown.min((base + share).max(queue) + FOLLOW_EVERY).max(old),
+            }
+            .min(base << 16);
             if self.timing_asked.load(Relaxed) {
                 (limit, (needed * UNPAID_ROW_FACTOR).min(DEEP_IN_A_ROW_MAX))
             } else {
@@ -1103,6 +1104,30 @@ mod tests {
         t.outstanding
             .store((400 + FOLLOW_EVERY) * UNPAID_LIMIT_FACTOR, Relaxed);
         assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
+    }
+
+    #[test]
+    fn a_queue_matched_in_order_does_not_ask_again_when_as_long() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        // 4096 receives posted: MPI holds the first 192, the shim matches the rest in order.
+        t.outstanding.store(192, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.switch(Mode::Takeover, 0);
+        t.episode_ended(Ended::Unpaid {
+            share: None,
+            matched: 4096 - 192,
+        });
+        t.switch(Mode::Delegated, 1);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
+        assert_ne!(
+            t.delegated_call(Policy::Auto),
+            Call::TakeOver,
+            "past the queue, more than 16 times 128"
+        );
+        t.outstanding.store(4096 + FOLLOW_EVERY + 1, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
     }
 
     #[test]

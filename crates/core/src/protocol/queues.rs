@@ -60,12 +60,22 @@ struct Waiting<W> {
     seq: u64,
 }
 
-/// The waiting receives handed to MPI ([`Queues::hand_over`]).
+/// The waiting receives handed to MPI ([`Queues::hand_over`]), in posting order: the order
+/// they go to MPI, so that MPI searches them as it would have without the shim.
 pub struct Loan<W> {
-    /// In the order they go to MPI.
     pub receives: Vec<W>,
-    /// That order is the youngest first (else posting order).
-    pub youngest_first: bool,
+    /// No message fits two of them: MPI matches them alike in any order, so they may come
+    /// back oldest first (else youngest first, see `protocol`, point 6).
+    pub any_order: bool,
+}
+
+impl<W> Default for Loan<W> {
+    fn default() -> Loan<W> {
+        Loan {
+            receives: Vec::new(),
+            any_order: false,
+        }
+    }
 }
 
 /// Builds the engine of a kind for a communicator with some parameters (the shim's records it
@@ -407,32 +417,27 @@ impl<M, W> Queues<M, W> {
     }
 
     /// Every waiting receive, removed as by [`Queues::give_back`], lent to MPI for a blocking
-    /// call it runs, to be cancelled youngest first after it (`protocol`, point 6). Where no
-    /// message can fit two of them (none has a wildcard, no two want the same source, tag and
-    /// class) MPI matches them alike in any order, so they go youngest first: each cancel then
-    /// finds its receive ahead of the older ones lent, where posting order would have it
-    /// search past all of them (MPICH's cancel walks its posted queue). Else posting order.
+    /// call it runs, to be cancelled after it (`protocol`, point 6). Where no message can fit
+    /// two of them (none has a wildcard, no two want the same source, tag and class) they may
+    /// be cancelled oldest first, each then found at the front of those lent (MPICH's cancel
+    /// walks its posted queue from the oldest); else youngest first.
     pub fn lend(&mut self) -> Loan<W> {
-        let youngest_first = self.none_fits_two();
-        let mut receives = self.give_back();
-        if youngest_first {
-            receives.reverse();
-        }
+        let any_order = self.none_fits_two();
         Loan {
-            receives,
-            youngest_first,
+            receives: self.give_back(),
+            any_order,
         }
     }
 
-    /// Every waiting receive, removed, in the order to post it to MPI: [`Queues::lend`]'s when
-    /// `lending` them for a blocking call MPI runs, else posting order ([`Queues::give_back`]).
+    /// Every waiting receive, removed, in posting order: as [`Queues::lend`] when `lending`
+    /// them for a blocking call MPI runs, else as [`Queues::give_back`].
     pub fn hand_over(&mut self, lending: bool) -> Loan<W> {
         if lending {
             return self.lend();
         }
         Loan {
             receives: self.give_back(),
-            youngest_first: false,
+            any_order: false,
         }
     }
 
@@ -610,7 +615,7 @@ mod tests {
     }
 
     #[test]
-    fn a_loan_goes_youngest_first_only_where_no_message_fits_two_receives() {
+    fn a_loan_comes_back_in_any_order_only_where_no_message_fits_two_receives() {
         let lend = |wants: &[Pattern]| {
             let mut q = queues(EngineKind::List);
             for (i, &w) in wants.iter().enumerate() {
@@ -618,10 +623,10 @@ mod tests {
             }
             let loan = q.lend();
             assert_eq!(q.queued(), (0, 0), "lent, none waits");
-            (loan.receives, loan.youngest_first)
+            (loan.receives, loan.any_order)
         };
         let distinct = [want(0, 1), want(0, 2), want(1, 1)];
-        assert_eq!(lend(&distinct), (vec![2, 1, 0], true));
+        assert_eq!(lend(&distinct), (vec![0, 1, 2], true));
         let same_twice = [want(0, 1), want(1, 1), want(0, 1)];
         assert_eq!(lend(&same_twice), (vec![0, 1, 2], false));
         for wildcard in [want(ANY_SOURCE, 3), want(2, ANY_TAG)] {
@@ -634,7 +639,7 @@ mod tests {
             },
             ..want(0, 1)
         };
-        assert_eq!(lend(&[want(0, 1), collective]), (vec![1, 0], true));
+        assert_eq!(lend(&[want(0, 1), collective]), (vec![0, 1], true));
     }
 
     #[test]

@@ -9,12 +9,12 @@ use super::receive::{Buffer, Delivery, Landed, Message, Stage};
 use crate::matching::{
     build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
 };
-use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Request, MPI_Status};
 use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
-    Call, Entry, GiveBack, Inbox, Key, Mode, Model, PlainCall, Policy, Posted, Probe, Queues,
+    Call, Entry, GiveBack, Inbox, Key, Loan, Mode, Model, PlainCall, Policy, Posted, Probe, Queues,
     Takeover,
 };
 use parking_lot::{Mutex, MutexGuard};
@@ -196,9 +196,10 @@ pub struct Locked {
     queues: Queues<Message, Arc<Recv>>,
     receiving: Vec<Arc<Recv>>,
     handed: Vec<Arc<Recv>>,
-    /// Receives handed to MPI for a blocking call it runs, in posting order: they come back
-    /// after the call unless MPI matched them ([`Comm::take_back`]).
-    lent: Vec<Arc<Recv>>,
+    /// Receives handed to MPI for a blocking call it runs: they come back after the call
+    /// unless MPI matched them ([`Comm::take_back`]).
+    lent: Loan<Arc<Recv>>,
+    scratch: Scratch,
 }
 
 pub struct Comm {
@@ -480,7 +481,8 @@ impl Comm {
                 queues: process.queues(params),
                 receiving: Vec::new(),
                 handed: Vec::new(),
-                lent: Vec::new(),
+                lent: Loan::default(),
+                scratch: Scratch::default(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -658,11 +660,11 @@ impl Comm {
         due != GiveBack::Stay
     }
 
-    /// Hands every waiting receive to MPI, in posting order (or, `lending` them for a
-    /// blocking call, in the order of [`Queues::hand_over`]), then lets MPI match: alone when
-    /// the shim holds no unexpected message (see `matchshim_core::protocol`, point 2), else
-    /// beside the messages it holds (point 4). The receives MPI took, in posting order.
-    fn give_back(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
+    /// Hands every waiting receive to MPI, in posting order (`lending` them for a blocking
+    /// call, as [`Queues::lend`]), then lets MPI match: alone when the shim holds no
+    /// unexpected message (see `matchshim_core::protocol`, point 2), else beside the messages
+    /// it holds (point 4). The receives MPI took, in posting order.
+    fn give_back(&'static self, locked: &mut Locked, lending: bool) -> Loan<Arc<Recv>> {
         let handed = self.hand_receives_to_mpi(locked, lending);
         let mode = if locked.queues.queued().1 == 0 {
             Mode::Delegated
@@ -686,7 +688,7 @@ impl Comm {
             |r: &Arc<Recv>| r.received_by == ReceivedBy::Progress && r.channel == Channel::Main;
         let lending = lend && locked.queues.waiting().all(lendable);
         let handed = self.give_back(&mut locked, lending);
-        if lending && !handed.is_empty() {
+        if lending && !handed.receives.is_empty() {
             locked.lent = handed;
             return true;
         }
@@ -696,16 +698,23 @@ impl Comm {
     /// After the blocking call MPI ran: the receives lent to it come back to the shim's queues
     /// in posting order and the shim matches again (see `matchshim_core::protocol`, point 6).
     /// They are cancelled in MPI youngest first, so those MPI still holds are always the
-    /// oldest and a message it matches meanwhile goes where one ordered list sends it; one
-    /// MPI matched completes as MPI received it. Where cancelling costs MPI a search of its
-    /// queue ([`Takeover::taking_back_pays`]) the older ones stay with MPI, handed to it.
-    /// Where MPI matched most of the loan ([`Takeover::takes_over_after_loan`]) those taken
-    /// back go back to MPI, which matches from then on.
+    /// oldest and a message it matches meanwhile goes where one ordered list sends it, or
+    /// oldest first where no message fits two of them ([`Loan::any_order`]); one MPI matched
+    /// completes as MPI received it. Where cancelling costs MPI a search of its queue
+    /// ([`Takeover::taking_back_pays`]) the rest stay with MPI, handed to it. Where MPI
+    /// matched most of the loan ([`Takeover::takes_over_after_loan`]) those taken back go
+    /// back to MPI, which matches from then on.
     pub fn take_back(&'static self) {
         let mut locked = self.locked.lock();
-        let lent = std::mem::take(&mut locked.lent);
+        let Loan {
+            receives: mut lent,
+            any_order,
+        } = std::mem::take(&mut locked.lent);
         if lent.is_empty() || self.is_freed() {
             return;
+        }
+        if !any_order {
+            lent.reverse();
         }
         // A receive MPI matched may fail (truncated): its error is the user's completion's.
         let _quiet = mpi::Quiet::new(&[self.handle, abi().comm_world]);
@@ -713,7 +722,7 @@ impl Comm {
         let mut back = Vec::with_capacity(lent.len());
         let mut left_mpi = rustc_hash::FxHashSet::default();
         let mut matched_by_mpi = 0;
-        for recv in lent.iter().rev() {
+        for recv in &lent {
             let Stage::InMpi(mut request) = recv.stage() else {
                 continue;
             };
@@ -738,7 +747,10 @@ impl Comm {
             .handed
             .retain(|recv| !left_mpi.contains(&Arc::as_ptr(recv)));
         let taken_back = back.len();
-        for recv in back.into_iter().rev() {
+        if !any_order {
+            back.reverse();
+        }
+        for recv in back {
             let want = super::p2p::user_pattern(recv.source, recv.tag);
             let queued = recv.clone();
             let posted = locked.queues.post(want, |key| {
@@ -762,7 +774,7 @@ impl Comm {
         }
     }
 
-    fn hand_receives_to_mpi(&'static self, locked: &mut Locked, lending: bool) -> Vec<Arc<Recv>> {
+    fn hand_receives_to_mpi(&'static self, locked: &mut Locked, lending: bool) -> Loan<Arc<Recv>> {
         let loan = locked.queues.hand_over(lending);
         let mut handed = Vec::new();
         for recv in loan.receives {
@@ -787,10 +799,10 @@ impl Comm {
                 }
             }
         }
-        if loan.youngest_first {
-            handed.reverse();
+        Loan {
+            receives: handed,
+            any_order: loan.any_order,
         }
-        handed
     }
 
     /// Receives a message matched to a receive that progress completes.
@@ -824,7 +836,10 @@ impl Comm {
             } else {
                 mpi::Quiet::new(&[self.handle, abi().comm_world])
             };
-            finished += finish_tested(&mut locked.handed);
+            let Locked {
+                handed, scratch, ..
+            } = &mut *locked;
+            finished += finish_tested_together(handed, scratch);
         }
         if finished > 0 {
             self.add_pending(-(finished as isize));
@@ -913,6 +928,44 @@ impl Comm {
     pub fn bursts(&self) -> Bursts {
         self.locked.lock().queues.bursts()
     }
+}
+
+/// Arrays for testing the receives handed to MPI together ([`finish_tested_together`]).
+#[derive(Default)]
+struct Scratch {
+    requests: Vec<MPI_Request>,
+    indices: Vec<c_int>,
+    statuses: Vec<MPI_Status>,
+}
+
+/// [`finish_tested`], testing them in one call: one round of MPI's progress, where a test of
+/// each makes one apiece, for as many receives as MPI holds for the shim after a loan.
+fn finish_tested_together(recvs: &mut Vec<Arc<Recv>>, scratch: &mut Scratch) -> usize {
+    if recvs.is_empty() {
+        return 0;
+    }
+    let before = recvs.len();
+    let requests = &mut scratch.requests;
+    requests.clear();
+    recvs.retain(|recv| match recv.stage() {
+        Stage::InMpi(request) => {
+            requests.push(request);
+            true
+        }
+        _ => false,
+    });
+    let Ok(done) = mpi::testsome(
+        &mut scratch.requests,
+        &mut scratch.indices,
+        &mut scratch.statuses,
+    ) else {
+        return before - recvs.len() + finish_tested(recvs);
+    };
+    for (&index, status) in scratch.indices[..done].iter().zip(&scratch.statuses) {
+        recvs[index as usize].finish(*status, status.MPI_ERROR);
+    }
+    recvs.retain(|recv| matches!(recv.stage(), Stage::InMpi(_)));
+    before - recvs.len()
 }
 
 /// Finishes the receives among `recvs` whose request MPI completed; how many.

@@ -495,39 +495,6 @@ pub fn test(request: &mut MPI_Request) -> Option<(MPI_Status, Code)> {
     (flag != 0 || err != abi().success).then_some((status, err))
 }
 
-/// Tests real requests together, with one round of MPI's progress however many there are:
-/// how many completed, their places in `indices` and their statuses, each with its error in
-/// `MPI_ERROR`. `Err` where MPI cannot say which completed.
-pub fn testsome(
-    requests: &mut [MPI_Request],
-    indices: &mut Vec<c_int>,
-    statuses: &mut Vec<MPI_Status>,
-) -> Result<usize, Code> {
-    let count = requests.len();
-    indices.resize(count, 0);
-    statuses.resize_with(count, zeroed_status);
-    let mut outcount = 0;
-    // SAFETY: the requests are live request handles, and `indices` and `statuses` hold as
-    // many elements.
-    let code = unsafe {
-        crate::mpi::next::MPI_Testsome(
-            count as c_int,
-            requests.as_mut_ptr(),
-            &mut outcount,
-            indices.as_mut_ptr(),
-            statuses.as_mut_ptr(),
-        )
-    };
-    if code == abi().err_in_status {
-        return Ok(outcount.max(0) as usize);
-    }
-    check(code)?;
-    for status in &mut statuses[..outcount.max(0) as usize] {
-        status.MPI_ERROR = code;
-    }
-    Ok(outcount.max(0) as usize)
-}
-
 /// Whether a real request has completed, leaving it as it is. Its error, if it failed, is
 /// not raised (MPICH raises it here through `MPI_COMM_WORLD`): the call that completes it
 /// raises it.

@@ -9,7 +9,7 @@ use super::receive::{Buffer, Delivery, Landed, Message, Stage};
 use crate::matching::{
     build_engine, Assertions, EngineKind, EngineParams, EngineStats, Envelope, MatchEngine, Pattern,
 };
-use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Request, MPI_Status};
+use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
 use matchshim_core::clock::Clock;
 use matchshim_core::protocol::coll::TagLayout;
@@ -199,7 +199,6 @@ pub struct Locked {
     /// Receives handed to MPI for a blocking call it runs: they come back after the call
     /// unless MPI matched them ([`Comm::take_back`]).
     lent: Loan<Arc<Recv>>,
-    scratch: Scratch,
 }
 
 pub struct Comm {
@@ -482,7 +481,6 @@ impl Comm {
                 receiving: Vec::new(),
                 handed: Vec::new(),
                 lent: Loan::default(),
-                scratch: Scratch::default(),
             }),
             pending: AtomicUsize::new(0),
             listed: AtomicBool::new(false),
@@ -836,10 +834,7 @@ impl Comm {
             } else {
                 mpi::Quiet::new(&[self.handle, abi().comm_world])
             };
-            let Locked {
-                handed, scratch, ..
-            } = &mut *locked;
-            finished += finish_tested_together(handed, scratch);
+            finished += finish_tested(&mut locked.handed);
         }
         if finished > 0 {
             self.add_pending(-(finished as isize));
@@ -928,44 +923,6 @@ impl Comm {
     pub fn bursts(&self) -> Bursts {
         self.locked.lock().queues.bursts()
     }
-}
-
-/// Arrays for testing the receives handed to MPI together ([`finish_tested_together`]).
-#[derive(Default)]
-struct Scratch {
-    requests: Vec<MPI_Request>,
-    indices: Vec<c_int>,
-    statuses: Vec<MPI_Status>,
-}
-
-/// [`finish_tested`], testing them in one call: one round of MPI's progress, where a test of
-/// each makes one apiece, for as many receives as MPI holds for the shim after a loan.
-fn finish_tested_together(recvs: &mut Vec<Arc<Recv>>, scratch: &mut Scratch) -> usize {
-    if recvs.is_empty() {
-        return 0;
-    }
-    let before = recvs.len();
-    let requests = &mut scratch.requests;
-    requests.clear();
-    recvs.retain(|recv| match recv.stage() {
-        Stage::InMpi(request) => {
-            requests.push(request);
-            true
-        }
-        _ => false,
-    });
-    let Ok(done) = mpi::testsome(
-        &mut scratch.requests,
-        &mut scratch.indices,
-        &mut scratch.statuses,
-    ) else {
-        return before - recvs.len() + finish_tested(recvs);
-    };
-    for (&index, status) in scratch.indices[..done].iter().zip(&scratch.statuses) {
-        recvs[index as usize].finish(*status, status.MPI_ERROR);
-    }
-    recvs.retain(|recv| matches!(recv.stage(), Stage::InMpi(_)));
-    before - recvs.len()
 }
 
 /// Finishes the receives among `recvs` whose request MPI completed; how many.

@@ -199,6 +199,56 @@ struct Table {
     removals: u32,
 }
 
+impl Table {
+    /// The known handles among `handles` (which start at position `offset` of the caller's
+    /// array) that pass `maybe`, with their positions.
+    fn known(
+        &self,
+        handles: &[MPI_Request],
+        offset: usize,
+        maybe: impl Fn(usize) -> bool,
+    ) -> Known {
+        let mut known = Known::new();
+        for (i, handle) in handles.iter().enumerate() {
+            let key = handle.key();
+            if maybe(key) {
+                if let Some(request) = self.requests.get(&key) {
+                    known.push((offset + i, request.clone()));
+                    if known.len() == self.requests.len() {
+                        break;
+                    }
+                }
+            }
+        }
+        known
+    }
+}
+
+/// A filter of 4096 bits over some keys: a few dozen keys set a few dozen of them.
+struct WideFilter([u64; 64]);
+
+impl WideFilter {
+    fn of<'a>(keys: impl Iterator<Item = &'a usize>) -> WideFilter {
+        let mut bits = [0u64; 64];
+        for &key in keys {
+            let bit = Self::bit(key);
+            bits[bit / 64] |= 1 << (bit % 64);
+        }
+        WideFilter(bits)
+    }
+
+    #[inline]
+    fn bit(key: usize) -> usize {
+        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize
+    }
+
+    #[inline]
+    fn maybe(&self, key: usize) -> bool {
+        let bit = Self::bit(key);
+        self.0[bit / 64] & (1 << (bit % 64)) != 0
+    }
+}
+
 /// Removals between rebuilds of the filter, at least.
 const REBUILD_EVERY: u32 = 16;
 
@@ -295,22 +345,19 @@ impl Registry {
 
     /// The known handles among `handles` from position `first` on, with their positions.
     pub fn known_from(&self, handles: &[MPI_Request], first: usize) -> Known {
-        let mut known = Known::new();
         let table = self.table.lock();
-        // Under the lock the filter holds every key in the table.
-        let filter = self.filter.load(Acquire);
-        for (i, handle) in handles.iter().enumerate().skip(first) {
-            let key = handle.key();
-            if filter & filter_bit(key) != 0 {
-                if let Some(request) = table.requests.get(&key) {
-                    known.push((i, request.clone()));
-                    if known.len() == table.requests.len() {
-                        break;
-                    }
-                }
-            }
+        let handles = &handles[first.min(handles.len())..];
+        // The one-word filter says "maybe" for most handles once it holds some dozens of keys
+        // (one followed receive in 64 of a long array), and each "maybe" costs a hash lookup:
+        // a wider filter of the table as it is now, where that is no longer than the array.
+        if table.requests.len() > 1 && table.requests.len() <= handles.len() {
+            let wide = WideFilter::of(table.requests.keys());
+            table.known(handles, first, |key| wide.maybe(key))
+        } else {
+            // Under the lock the filter holds every key in the table.
+            let filter = self.filter.load(Acquire);
+            table.known(handles, first, |key| filter & filter_bit(key) != 0)
         }
-        known
     }
 
     pub fn remove(&self, handle: MPI_Request) {

@@ -610,6 +610,26 @@ impl Takeover {
         false
     }
 
+    /// Before a blocking call MPI runs, the takeover under way handed its `waiting` receives
+    /// to MPI for good (`protocol`, point 3: at `MPI_THREAD_MULTIPLE`, or where they cannot be
+    /// lent). Under `auto` that ends the episode, judged by the matches it made: a takeover of
+    /// a queue that a collective always separates from its messages (a barrier between
+    /// posting and sending in a program at `MPI_THREAD_MULTIPLE`) matches nothing, so its
+    /// queue, the waiting receives included, must not ask again.
+    pub fn handed_over(&self, signals: &Signals, waiting: usize) {
+        if !self.auto {
+            return;
+        }
+        self.episode_ended(if signals.paid(self.depth) {
+            Ended::Paid
+        } else {
+            Ended::Unpaid {
+                share: signals.needed(self.depth),
+                matched: signals.matches() as usize + waiting,
+            }
+        });
+    }
+
     /// MPI's time to search the depth at which the shim pays, in ticks at `ticks_per_ns`.
     #[inline]
     fn deep_ticks(&self, ticks_per_ns: f64) -> u64 {
@@ -1128,6 +1148,36 @@ mod tests {
         );
         t.outstanding.store(4096 + FOLLOW_EVERY + 1, Relaxed);
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+    }
+
+    #[test]
+    fn a_takeover_handed_over_before_matching_does_not_ask_again_for_a_queue_as_long() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(192, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.switch(Mode::Takeover, 0);
+        t.handed_over(&Signals::default(), 4096 - 192);
+        t.switch(Mode::Delegated, 1);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
+        assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        // One whose matches before the call paid keeps the takeover's start where it was.
+        let mut deep = Signals::default();
+        for depth in 0..200 {
+            deep.observe(depth);
+        }
+        t.outstanding.store(4096 + FOLLOW_EVERY + 1, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.switch(Mode::Takeover, 2);
+        t.handed_over(&deep, 1000);
+        t.switch(Mode::Delegated, 3);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(129, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        let always = Takeover::new(Policy::Always, 64, (0, u64::MAX), false);
+        always.handed_over(&Signals::default(), 4096);
+        assert_eq!(always.limit.load(Relaxed), 128, "only auto judges episodes");
     }
 
     #[test]

@@ -518,12 +518,12 @@ impl<M, W> Queues<M, W> {
         (self.posted.len(), self.unexpected.len())
     }
 
-    /// The depths of the matches since the episode began.
     /// The bursts drained into the engine so far.
     pub fn bursts(&self) -> Bursts {
         self.bursts
     }
 
+    /// The depths of the matches since the episode began.
     pub fn signals(&self) -> &Signals {
         &self.signals
     }

@@ -685,6 +685,10 @@ impl Comm {
         let lendable =
             |r: &Arc<Recv>| r.received_by == ReceivedBy::Progress && r.channel == Channel::Main;
         let lending = lend && locked.queues.waiting().all(lendable);
+        if !lending {
+            let waiting = locked.queues.queued().0;
+            self.takeover.handed_over(locked.queues.signals(), waiting);
+        }
         let handed = self.give_back(&mut locked, lending);
         if lending && !handed.receives.is_empty() {
             locked.lent = handed;

@@ -86,9 +86,25 @@ enum Ended {
         /// The receives the shim would have needed to take over for them to pay (none: no
         /// number would).
         share: Option<usize>,
-        /// The matches the shim made.
+        /// The receives it took past those MPI held when it began: the shim's matches, and
+        /// any it handed to MPI unmatched.
         matched: usize,
     },
+}
+
+impl Ended {
+    /// How an episode whose matches had `signals` ended, against the depth at which the shim
+    /// pays, with `unmatched` waiting receives it handed to MPI.
+    fn judged(signals: &Signals, depth: u32, unmatched: usize) -> Ended {
+        if signals.paid(depth) {
+            Ended::Paid
+        } else {
+            Ended::Unpaid {
+                share: signals.needed(depth),
+                matched: signals.matches() as usize + unmatched,
+            }
+        }
+    }
 }
 
 /// Matches a takeover must have made before its shallow searches give matching back while
@@ -617,17 +633,9 @@ impl Takeover {
     /// posting and sending in a program at `MPI_THREAD_MULTIPLE`) matches nothing, so its
     /// queue, the waiting receives included, must not ask again.
     pub fn handed_over(&self, signals: &Signals, waiting: usize) {
-        if !self.auto {
-            return;
+        if self.auto {
+            self.episode_ended(Ended::judged(signals, self.depth, waiting));
         }
-        self.episode_ended(if signals.paid(self.depth) {
-            Ended::Paid
-        } else {
-            Ended::Unpaid {
-                share: signals.needed(self.depth),
-                matched: signals.matches() as usize + waiting,
-            }
-        });
     }
 
     /// MPI's time to search the depth at which the shim pays, in ticks at `ticks_per_ns`.
@@ -689,14 +697,7 @@ impl Takeover {
                     signals.settled(self.depth, SETTLE_MATCHES)
                 };
                 if due {
-                    self.episode_ended(if signals.paid(self.depth) {
-                        Ended::Paid
-                    } else {
-                        Ended::Unpaid {
-                            share: signals.needed(self.depth),
-                            matched: signals.matches() as usize,
-                        }
-                    });
+                    self.episode_ended(Ended::judged(signals, self.depth, 0));
                 }
                 due
             }

@@ -39,6 +39,15 @@ static inline unsigned long long takeover_count_read(takeover_count *c)
     return count;
 }
 
+/* Prints the count as `name`'s and expects at most `most` takeovers in `reps` repetitions. */
+static inline void takeover_count_expect(takeover_count *c, const char *name, int reps,
+                                         unsigned long long most)
+{
+    unsigned long long count = takeover_count_read(c);
+    fprintf(stderr, "%s: %llu takeovers in %d repetitions\n", name, count, reps);
+    EXPECT(count <= most, "the shim took over %llu times in %d repetitions", count, reps);
+}
+
 static inline void takeover_count_stop(takeover_count *c)
 {
     if (c->judged) {

@@ -43,7 +43,12 @@
 //!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a
 //!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]; from held,
 //!    [`Takeover::enter_mpi_held`]), so no receive reaches MPI after a message it should get
-//!    was drained. Receives of different threads
+//!    was drained. A blocking receive that goes to MPI as the user made it
+//!    ([`PlainCall::Recv`]) cannot hold a permit while it waits there, since its message may
+//!    need the thread that switches; it holds a blocking mark, taken and fenced as a permit
+//!    is, and a switch to takeover that sees one stores the old mode back and gives up while
+//!    it holds the lock, before anything was drained: the receive is in MPI before any drain
+//!    can start, or saw the takeover and took the full path. Receives of different threads
 //!    racing each other have no order in MPI.
 //! 6. After the blocking call of point 3 (below `MPI_THREAD_MULTIPLE`, where no other
 //!    receive can reach MPI meanwhile), the receives handed over (in posting order, so that

@@ -177,10 +177,13 @@ struct Counters {
 }
 
 /// A thread's [`Counters`], two cache lines apart from the next (adjacent lines are fetched
-/// in pairs).
+/// in pairs), and its blocking receives inside MPI as the user made them.
 #[repr(align(128))]
 #[derive(Default)]
-struct Shard(Counters);
+struct Shard {
+    counters: Counters,
+    blocking: AtomicUsize,
+}
 
 /// This thread's shard index, counted from 0 in the order threads first ask. A caller that
 /// keeps it may pass it to [`Takeover::plain_delegation`] (a thread-local costs a call in a
@@ -204,7 +207,8 @@ pub fn thread_slot() -> usize {
 
 /// A receive on its way into MPI, from [`Takeover::enter_mpi`] and the like; at
 /// `MPI_THREAD_MULTIPLE` it holds a permit of the thread's shard, which a switch to takeover
-/// waits out, until it is dropped (once MPI has the receive).
+/// waits out, until it is dropped (once MPI has the receive). A blocking receive's holds a
+/// blocking mark instead, which makes a switch to takeover give up.
 #[must_use]
 pub struct Entry<'a>(Option<Permits<'a>>);
 
@@ -243,7 +247,8 @@ impl Drop for Entry<'_> {
 /// [`Takeover::plain_delegation`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlainCall {
-    /// `MPI_Recv`: blocks inside MPI, so only while nothing needs the shim's progress.
+    /// `MPI_Recv`, `MPI_Sendrecv`: block inside MPI, so only while nothing needs the shim's
+    /// progress; at `MPI_THREAD_MULTIPLE` the entry holds a blocking mark, not a permit.
     Recv,
     /// `MPI_Irecv`: posts a receive MPI holds after the call; one in [`FOLLOW_EVERY`] is
     /// followed instead.
@@ -327,12 +332,12 @@ impl Takeover {
     /// The shard of thread `slot` (at `MPI_THREAD_MULTIPLE`).
     #[inline(always)]
     fn shard_at(&self, slot: usize) -> &Counters {
-        &self.shards[slot % SHARDS].0
+        &self.shards[slot % SHARDS].counters
     }
 
     /// Every thread's counters.
     fn counters(&self) -> impl Iterator<Item = &Counters> {
-        std::iter::once(&self.serial).chain(self.shards.iter().map(|s| &s.0))
+        std::iter::once(&self.serial).chain(self.shards.iter().map(|s| &s.counters))
     }
 
     /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
@@ -418,6 +423,20 @@ impl Takeover {
         }
     }
 
+    /// Taken as permits are, but a switch to takeover that finds one gives up instead of
+    /// waiting: the message a blocking receive waits for may need the switching thread.
+    fn blocking_marks(&self, slot: usize) -> Permits<'_> {
+        Permits {
+            count: &self.shards[slot % SHARDS].blocking,
+            owned: slot < SHARDS,
+        }
+    }
+
+    /// Whether a thread's blocking receive is inside MPI as the user made it.
+    fn blocked_in_mpi(&self) -> bool {
+        self.shards.iter().any(|s| s.blocking.load(Acquire) > 0)
+    }
+
     /// Takes a permit, then checks the mode: the permit's store and the switch's store of the
     /// mode are each fenced from the load that follows ([`fence`]), so either this call sees
     /// the takeover or the switch sees the permit and waits.
@@ -445,15 +464,25 @@ impl Takeover {
     }
 
     /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
-    /// receives on their way into MPI (from [`Mode::Held`] too).
-    pub fn switch(&self, mode: Mode, now_ns: u64) {
+    /// receives on their way into MPI (from [`Mode::Held`] too), or gives up while a blocking
+    /// receive is inside MPI ([`PlainCall::Recv`]): false then, the mode unchanged.
+    pub fn switch(&self, mode: Mode, now_ns: u64) -> bool {
         let old = self.mode();
         if old == mode {
-            return;
+            return true;
+        }
+        if mode == Mode::Takeover && self.blocked_in_mpi() {
+            return false;
         }
         self.mode.store(mode as u8, SeqCst);
         if mode == Mode::Takeover {
             fence::heavy();
+            if self.blocked_in_mpi() {
+                // Nothing was drained meanwhile (the caller holds the lock): calls that saw
+                // takeover find the old mode under the lock.
+                self.mode.store(old as u8, SeqCst);
+                return false;
+            }
             for counters in self.counters() {
                 while counters.permits.load(Acquire) > 0 {
                     std::hint::spin_loop();
@@ -472,6 +501,7 @@ impl Takeover {
             self.outstanding_at_takeover
                 .store(self.outstanding.load(Relaxed), Relaxed);
         }
+        true
     }
 
     /// Mode switches so far.
@@ -581,7 +611,9 @@ impl Takeover {
         {
             return None;
         }
-        let entry = if multiple {
+        let entry = if multiple && call == PlainCall::Recv {
+            self.enter_permitted(self.blocking_marks(slot))?
+        } else if multiple {
             self.enter_permitted(self.permits(slot))?
         } else {
             Entry(None)
@@ -960,7 +992,7 @@ mod tests {
         for slot in [1, SHARDS + 1] {
             let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
             t.dense.store(0, Relaxed);
-            let permits = |t: &Takeover| t.shards[slot % SHARDS].0.permits.load(SeqCst);
+            let permits = |t: &Takeover| t.shards[slot % SHARDS].counters.permits.load(SeqCst);
             let entry = t.plain_delegation(PlainCall::Iprobe, slot).expect("plain");
             assert_eq!(permits(&t), 1);
             drop(entry);
@@ -968,6 +1000,28 @@ mod tests {
             t.switch(Mode::Takeover, 10);
             assert!(t.plain_delegation(PlainCall::Iprobe, slot).is_none());
             assert_eq!(permits(&t), 0, "a refused entry leaves no permit");
+        }
+    }
+
+    #[test]
+    fn a_blocking_receive_inside_mpi_makes_a_switch_to_takeover_give_up() {
+        for slot in [1, SHARDS + 1] {
+            let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
+            t.dense.store(0, Relaxed);
+            let shard = |t: &Takeover| {
+                let s = &t.shards[slot % SHARDS];
+                (s.blocking.load(SeqCst), s.counters.permits.load(SeqCst))
+            };
+            let entry = t.plain_delegation(PlainCall::Recv, slot).expect("plain");
+            assert_eq!(shard(&t), (1, 0), "a blocking mark, no permit");
+            assert!(!t.switch(Mode::Takeover, 10));
+            assert_eq!(t.mode(), Mode::Delegated);
+            assert_eq!((t.switches(), t.takeovers()), (0, 0));
+            drop(entry);
+            assert_eq!(shard(&t), (0, 0));
+            assert!(t.switch(Mode::Takeover, 20));
+            assert!(t.plain_delegation(PlainCall::Recv, slot).is_none());
+            assert_eq!(shard(&t), (0, 0), "a refused entry leaves no mark");
         }
     }
 

@@ -541,21 +541,22 @@ impl Comm {
         loop {
             if self.takeover.mode() == Mode::Delegated {
                 let call = self.delegated_call(caller);
-                if call != Call::TakeOver {
-                    let Some(entry) = self.takeover.enter_mpi() else {
-                        continue;
-                    };
-                    return Route::Mpi {
-                        timed: call == Call::DelegateTimed,
-                        permit: Permit {
-                            comm: self,
-                            _entry: entry,
-                        },
-                    };
+                if call == Call::TakeOver {
+                    let mut locked = self.locked.lock();
+                    if self.take_over(&mut locked) {
+                        return Route::Shim(Shim { comm: self, locked });
+                    }
                 }
-                let mut locked = self.locked.lock();
-                self.take_over(&mut locked);
-                return Route::Shim(Shim { comm: self, locked });
+                let Some(entry) = self.takeover.enter_mpi() else {
+                    continue;
+                };
+                return Route::Mpi {
+                    timed: call == Call::DelegateTimed,
+                    permit: Permit {
+                        comm: self,
+                        _entry: entry,
+                    },
+                };
             }
             let mut locked = self.locked.lock();
             match self.takeover.mode() {
@@ -602,8 +603,7 @@ impl Comm {
             return Some(Route::Shim(Shim { comm: self, locked }));
         }
         let call = self.delegated_call(caller);
-        if call == Call::TakeOver {
-            self.take_over(&mut locked);
+        if call == Call::TakeOver && self.take_over(&mut locked) {
             return Some(Route::Shim(Shim { comm: self, locked }));
         }
         Some(Route::Mpi {
@@ -638,10 +638,14 @@ impl Comm {
         self.side_users.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Takes matching over from MPI.
-    fn take_over(&self, locked: &mut Locked) {
+    /// Takes matching over from MPI; false where a blocking receive of the user's is inside
+    /// MPI on this communicator ([`Takeover::switch`]): MPI matches on.
+    fn take_over(&self, locked: &mut Locked) -> bool {
+        if !self.takeover.switch(Mode::Takeover, self.now_ns()) {
+            return false;
+        }
         locked.queues.take_over();
-        self.takeover.switch(Mode::Takeover, self.now_ns());
+        true
     }
 
     /// Before a user's receive call on a taken-over communicator: gives matching back to MPI,
@@ -764,12 +768,10 @@ impl Comm {
                 self.land_now(recv, message, receiving);
             }
         }
-        if self
+        let again = self
             .takeover
-            .takes_over_after_loan(matched_by_mpi, taken_back)
-        {
-            self.takeover.switch(Mode::Takeover, self.now_ns());
-        } else {
+            .takes_over_after_loan(matched_by_mpi, taken_back);
+        if !(again && self.takeover.switch(Mode::Takeover, self.now_ns())) {
             // Those taken back go to MPI for good, after any it still holds (point 2, or 4
             // where messages are held).
             self.give_back(&mut locked, false);

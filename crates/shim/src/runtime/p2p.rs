@@ -99,18 +99,22 @@ pub fn plainly_delegated(rt: impl View, comm: MPI_Comm, source: c_int, call: Pla
         && comm.takeover.plain_delegation_serial(call)
 }
 
-/// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, for the calls that return at once, with
-/// the calling thread's `local` state: the permit to hold while MPI has the call (a switch to
-/// takeover waits for it), or `None` for the full path. `MPI_Recv` blocks in MPI, which a
-/// permit must not, so it has none.
+/// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, with the calling thread's `local` state:
+/// the permit to hold while MPI has the call (a switch to takeover waits for it), or `None`
+/// for the full path. A blocking receive's permit is a blocking mark, which makes a switch to
+/// takeover give up instead (the message it waits for may need the switching thread), and it
+/// goes only while nothing needs the shim's progress, as [`plainly_delegated`]'s.
 #[inline(always)]
 pub fn plainly_delegated_threaded(
+    rt: &Runtime,
     local: &Local,
     comm: MPI_Comm,
     source: c_int,
     call: PlainCall,
 ) -> Option<Permit<'static>> {
-    debug_assert!(call != PlainCall::Recv);
+    if call == PlainCall::Recv && rt.needs_progress() {
+        return None;
+    }
     let comm = local.last(comm)?;
     if source == abi().proc_null {
         return None;

@@ -1,0 +1,93 @@
+/* ranks: 2 */
+/* MPI_THREAD_MULTIPLE: on rank 1 a second thread waits in MPI_Recv for a message rank 0 sends
+ * last, while the main thread posts a long queue that rank 0 fills in reverse, a queue the
+ * default policy takes over. A blocking receive waiting inside MPI as the program made it
+ * must make a takeover of its communicator give up (taken over, the shim could drain the
+ * message it waits for): under MATCHSHIM_TAKEOVER=auto matchshim_takeovers stays 0 until it
+ * returns. Under every mode each message must reach its own receive. */
+#define _GNU_SOURCE
+#include "common.h"
+#include "takeover_count.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+/* GCC 12 mistakes MPICH's MPI_STATUSES_IGNORE, a constant pointer, for a zero-sized array. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+
+#define N 512
+#define LEN 3
+#define LAST_TAG (N + 7)
+#define GO_TAG (N + 8)
+
+static atomic_int waiting;
+static int last[LEN], last_rc;
+
+static void *blocked(void *arg)
+{
+    (void)arg;
+    int flag;
+    /* Calls on the communicator first, as a real program's receives follow others (the
+     * default policy times a communicator's first few); then the receive that waits. */
+    for (int i = 0; i < 8 && last_rc == MPI_SUCCESS; i++)
+        last_rc = MPI_Iprobe(0, LAST_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    atomic_store(&waiting, 1);
+    if (last_rc == MPI_SUCCESS)
+        last_rc = MPI_Recv(last, LEN, MPI_INT, 0, LAST_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    t_setup();
+    if (provided < MPI_THREAD_MULTIPLE) {
+        report_skip("blocked_thread", "MPI_THREAD_MULTIPLE not provided");
+        return t_finish();
+    }
+    takeover_count takeovers;
+    int judged = takeover_count_start(&takeovers);
+    static int bufs[N][LEN];
+    static MPI_Request reqs[N];
+    int go = 0;
+
+    if (t_rank == 0) {
+        CHK(MPI_Recv(&go, 1, MPI_INT, 1, GO_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        for (int tag = N - 1; tag >= 0; tag--) {
+            int out[LEN];
+            fill(out, LEN, 0, tag, 0);
+            CHK(MPI_Send(out, LEN, MPI_INT, 1, tag, MPI_COMM_WORLD));
+        }
+        int out[LEN];
+        fill(out, LEN, 0, LAST_TAG, 0);
+        CHK(MPI_Send(out, LEN, MPI_INT, 1, LAST_TAG, MPI_COMM_WORLD));
+    } else {
+        pthread_t thread;
+        EXPECT(pthread_create(&thread, NULL, blocked, NULL) == 0, "pthread_create");
+        while (!atomic_load(&waiting))
+            usleep(1000);
+        usleep(100000); /* the thread is inside MPI_Recv by now */
+        for (int tag = 0; tag < N; tag++)
+            CHK(MPI_Irecv(bufs[tag], LEN, MPI_INT, 0, tag, MPI_COMM_WORLD, &reqs[tag]));
+        unsigned long long during = judged ? takeover_count_read(&takeovers) : 0;
+        CHK(MPI_Send(&go, 1, MPI_INT, 0, GO_TAG, MPI_COMM_WORLD));
+        CHK(MPI_Waitall(N, reqs, MPI_STATUSES_IGNORE));
+        for (int tag = 0; tag < N; tag++)
+            EXPECT(bad_at(bufs[tag], LEN, 0, tag, 0) < 0, "tag %d's payload", tag);
+        pthread_join(thread, NULL);
+        EXPECT(last_rc == MPI_SUCCESS, "the waiting thread's calls failed: %s", err_str(last_rc));
+        EXPECT(bad_at(last, LEN, 0, LAST_TAG, 0) < 0, "the waiting thread's payload");
+        if (judged) {
+            fprintf(stderr, "blocked_thread: %llu takeovers while a thread waited in MPI_Recv\n",
+                    during);
+            EXPECT(during == 0, "the shim took over %llu times while a thread waited in MPI",
+                   during);
+        }
+    }
+    report("blocked_thread");
+    takeover_count_stop(&takeovers);
+    return t_finish();
+}

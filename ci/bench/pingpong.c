@@ -1,6 +1,6 @@
 /* Ping-pong latency between ranks 0 and 1 (half round trip, microseconds).
  *
- *   pingpong [-i iters] [-r reps] [-m maxsize] [-s size]
+ *   pingpong [-i iters] [-r reps] [-m maxsize] [-s size] [-t]
  *
  * Three variants per size:
  *   pingpong        MPI_Send + MPI_Recv on both sides (the reply may arrive before or after
@@ -10,6 +10,7 @@
  *   pingpong_improbe  MPI_Send + a loop of MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG) + MPI_Mrecv:
  *                   natively, the MPI calls the shim makes for one receive, so the floor of
  *                   its cost.
+ * -t: MPI_Init_thread with MPI_THREAD_MULTIPLE, as mpi4py and hybrid programs initialise MPI.
  * Sizes 1 B, 8 B, 64 B, ... (x8) and maxsize (default 1 MiB), or only -s size.  Each size: one
  * warm-up repetition, then reps repetitions of iters round trips (fewer above 4 KiB, where the
  * copy dominates); prints the median and the minimum as
@@ -101,20 +102,28 @@ static double run_irecv(char *buf, char *rbuf, int size, int iters, int rank) {
 
 int main(int argc, char **argv) {
     int rank, nranks, opt;
-    int base_iters = 10000, reps = 7, maxsize = 1 << 20, only = 0;
+    int base_iters = 10000, reps = 7, maxsize = 1 << 20, only = 0, provided;
 
-    MPI_Init(&argc, &argv);
+    /* The thread level is chosen before MPI_Init; getopt reads the options after it. */
+    int threaded = 0;
+    for (int i = 1; i < argc; i++)
+        threaded |= strcmp(argv[i], "-t") == 0;
+    if (threaded)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "i:r:m:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "i:r:m:s:t")) != -1) {
         switch (opt) {
         case 'i': base_iters = atoi(optarg); break;
         case 'r': reps = atoi(optarg); break;
         case 'm': maxsize = atoi(optarg); break;
         case 's': only = atoi(optarg); break;
+        case 't': break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: pingpong [-i iters] [-r reps] [-m maxsize] [-s size]\n");
+                fprintf(stderr, "usage: pingpong [-i iters] [-r reps] [-m maxsize] [-s size] [-t]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }

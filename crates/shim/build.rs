@@ -222,8 +222,8 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         if call.does.is_empty() {
             return fail("says nothing of what the shim does (`does`)");
         }
-        if call.plain_mpi.is_some() && (call.plain.is_none() || call.threaded.is_some()) {
-            return fail("`plain_mpi` needs `plain`, and no `threaded`");
+        if call.plain_mpi.is_some() && call.plain.is_none() {
+            return fail("`plain_mpi` needs `plain`");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -470,6 +470,10 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
     .unwrap();
     // At MPI_THREAD_MULTIPLE one look at the thread's state, in a function of its own, and
     // the guard held until MPI returns; below it the serial test of a call re-entered.
+    let plain_mpi = call.plain_mpi.as_ref().map_or_else(
+        || format!("next::{name}"),
+        |f| format!("crate::intercept::{f}"),
+    );
     let (get_runtime, threaded) = match &call.threaded {
         None => ("runtime", String::new()),
         Some(threaded) => {
@@ -486,7 +490,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                  // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
                  if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
                  // SAFETY: the caller's arguments, as MPI requires them.\n                \
-                 return unsafe {{ next::{name}({args}) }};\n            \
+                 return unsafe {{ {plain_mpi}({args}) }};\n            \
                  }}\n            \
                  // SAFETY: as above.\n            \
                  unsafe {{ shim_side({args}{comma}rt) }}\n        \
@@ -510,10 +514,6 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
             )
         }
     };
-    let plain_mpi = call.plain_mpi.as_ref().map_or_else(
-        || format!("next::{name}"),
-        |f| format!("crate::intercept::{f}"),
-    );
     match &call.plain {
         None => write!(
             out,

@@ -43,8 +43,8 @@
 //!    communicator's lock; at `MPI_THREAD_MULTIPLE` a receive on its way into MPI holds a
 //!    permit that the switch to takeover waits out ([`Takeover::enter_mpi`]; from held,
 //!    [`Takeover::enter_mpi_held`]), so no receive reaches MPI after a message it should get
-//!    was drained. A blocking receive that goes to MPI as the user made it
-//!    ([`PlainCall::Recv`]) cannot hold a permit while it waits there, since its message may
+//!    was drained. A blocking receive or probe that goes to MPI as the user made it
+//!    ([`PlainCall::blocks`]) cannot hold a permit while it waits there, since its message may
 //!    need the thread that switches; it holds a blocking mark, taken and fenced as a permit
 //!    is, and a switch to takeover that sees one stores the old mode back and gives up while
 //!    it holds the lock, before anything was drained: the receive is in MPI before any drain

@@ -177,7 +177,7 @@ struct Counters {
 }
 
 /// A thread's [`Counters`], two cache lines apart from the next (adjacent lines are fetched
-/// in pairs), and its blocking receives inside MPI as the user made them.
+/// in pairs), and its blocking receives and probes inside MPI as the user made them.
 #[repr(align(128))]
 #[derive(Default)]
 struct Shard {
@@ -207,7 +207,7 @@ pub fn thread_slot() -> usize {
 
 /// A receive on its way into MPI, from [`Takeover::enter_mpi`] and the like; at
 /// `MPI_THREAD_MULTIPLE` it holds a permit of the thread's shard, which a switch to takeover
-/// waits out, until it is dropped (once MPI has the receive). A blocking receive's holds a
+/// waits out, until it is dropped (once MPI has the receive). A blocking call's holds a
 /// blocking mark instead, which makes a switch to takeover give up.
 #[must_use]
 pub struct Entry<'a>(Option<Permits<'a>>);
@@ -253,9 +253,19 @@ pub enum PlainCall {
     /// `MPI_Irecv`: posts a receive MPI holds after the call; one in [`FOLLOW_EVERY`] is
     /// followed instead.
     Irecv,
-    /// `MPI_Iprobe`, `MPI_Improbe`: return at once, receive nothing. (`MPI_Probe` takes the
-    /// full path: MPICH writes its status's `MPI_ERROR`.)
+    /// `MPI_Iprobe`, `MPI_Improbe`: return at once, receive nothing.
     Iprobe,
+    /// `MPI_Probe`, `MPI_Mprobe`: block inside MPI as [`PlainCall::Recv`] does, receive
+    /// nothing.
+    Probe,
+}
+
+impl PlainCall {
+    /// Blocks inside MPI until a message comes.
+    #[inline(always)]
+    pub fn blocks(self) -> bool {
+        matches!(self, PlainCall::Recv | PlainCall::Probe)
+    }
 }
 
 /// What a receive call on a delegated communicator should do.
@@ -424,7 +434,8 @@ impl Takeover {
     }
 
     /// Taken as permits are, but a switch to takeover that finds one gives up instead of
-    /// waiting: the message a blocking receive waits for may need the switching thread.
+    /// waiting: the message a blocking receive or probe waits for may need the switching
+    /// thread.
     fn blocking_marks(&self, slot: usize) -> Permits<'_> {
         Permits {
             count: &self.shards[slot % SHARDS].blocking,
@@ -432,7 +443,7 @@ impl Takeover {
         }
     }
 
-    /// Whether a thread's blocking receive is inside MPI as the user made it.
+    /// Whether a thread's blocking receive or probe is inside MPI as the user made it.
     fn blocked_in_mpi(&self) -> bool {
         self.shards.iter().any(|s| s.blocking.load(Acquire) > 0)
     }
@@ -465,7 +476,7 @@ impl Takeover {
 
     /// Switches mode; the caller holds the communicator's queues lock. To takeover, waits for
     /// receives on their way into MPI (from [`Mode::Held`] too), or gives up while a blocking
-    /// receive is inside MPI ([`PlainCall::Recv`]): false then, the mode unchanged.
+    /// receive or probe is inside MPI ([`PlainCall::blocks`]): false then, the mode unchanged.
     pub fn switch(&self, mode: Mode, now_ns: u64) -> bool {
         let old = self.mode();
         if old == mode {
@@ -611,7 +622,7 @@ impl Takeover {
         {
             return None;
         }
-        let entry = if multiple && call == PlainCall::Recv {
+        let entry = if multiple && call.blocks() {
             self.enter_permitted(self.blocking_marks(slot))?
         } else if multiple {
             self.enter_permitted(self.permits(slot))?
@@ -622,7 +633,7 @@ impl Takeover {
         if posting {
             shard.nonblocking.store(followed, Relaxed);
         }
-        if call != PlainCall::Iprobe {
+        if matches!(call, PlainCall::Recv | PlainCall::Irecv) {
             // Only the thread that owns a shard writes it.
             add(&shard.delegated_receives, 1, multiple && slot >= SHARDS);
         }
@@ -1004,24 +1015,31 @@ mod tests {
     }
 
     #[test]
-    fn a_blocking_receive_inside_mpi_makes_a_switch_to_takeover_give_up() {
-        for slot in [1, SHARDS + 1] {
-            let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
-            t.dense.store(0, Relaxed);
-            let shard = |t: &Takeover| {
-                let s = &t.shards[slot % SHARDS];
-                (s.blocking.load(SeqCst), s.counters.permits.load(SeqCst))
-            };
-            let entry = t.plain_delegation(PlainCall::Recv, slot).expect("plain");
-            assert_eq!(shard(&t), (1, 0), "a blocking mark, no permit");
-            assert!(!t.switch(Mode::Takeover, 10));
-            assert_eq!(t.mode(), Mode::Delegated);
-            assert_eq!((t.switches(), t.takeovers()), (0, 0));
-            drop(entry);
-            assert_eq!(shard(&t), (0, 0));
-            assert!(t.switch(Mode::Takeover, 20));
-            assert!(t.plain_delegation(PlainCall::Recv, slot).is_none());
-            assert_eq!(shard(&t), (0, 0), "a refused entry leaves no mark");
+    fn a_blocking_call_inside_mpi_makes_a_switch_to_takeover_give_up() {
+        for (call, receives) in [(PlainCall::Recv, 1), (PlainCall::Probe, 0)] {
+            for slot in [1, SHARDS + 1] {
+                let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), true);
+                t.dense.store(0, Relaxed);
+                let shard = |t: &Takeover| {
+                    let s = &t.shards[slot % SHARDS];
+                    (s.blocking.load(SeqCst), s.counters.permits.load(SeqCst))
+                };
+                let entry = t.plain_delegation(call, slot).expect("plain");
+                assert_eq!(shard(&t), (1, 0), "{call:?}: a blocking mark, no permit");
+                assert_eq!(t.delegated_receives(), receives, "{call:?}");
+                assert!(!t.switch(Mode::Takeover, 10));
+                assert_eq!(t.mode(), Mode::Delegated);
+                assert_eq!((t.switches(), t.takeovers()), (0, 0));
+                drop(entry);
+                assert_eq!(shard(&t), (0, 0));
+                assert!(t.switch(Mode::Takeover, 20));
+                assert!(t.plain_delegation(call, slot).is_none());
+                assert_eq!(
+                    shard(&t),
+                    (0, 0),
+                    "{call:?}: a refused entry leaves no mark"
+                );
+            }
         }
     }
 

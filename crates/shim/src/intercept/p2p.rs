@@ -200,6 +200,60 @@ pub unsafe fn isendrecv_replace(
     unsafe { crate::runtime::pair::isendrecv(rt, send, buf, target, packed, request) }
 }
 
+/// `MPI_Probe` on the plain path: MPI's call, leaving the status's `MPI_ERROR` as the user set
+/// it (MPICH's own writes it; single-completion calls do not).
+///
+/// # Safety
+/// The arguments are the caller's, as `MPI_Probe` requires them.
+#[inline]
+pub unsafe fn probe_mpi(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> Code {
+    // SAFETY: as the caller promises.
+    unsafe { keeping_error(status, || mpi::next::MPI_Probe(source, tag, comm, status)) }
+}
+
+/// `MPI_Mprobe` on the plain path, as [`probe_mpi`].
+///
+/// # Safety
+/// The arguments are the caller's, as `MPI_Mprobe` requires them.
+#[inline]
+pub unsafe fn mprobe_mpi(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> Code {
+    // SAFETY: as the caller promises.
+    unsafe {
+        keeping_error(status, || {
+            mpi::next::MPI_Mprobe(source, tag, comm, message, status)
+        })
+    }
+}
+
+/// Runs `call`, which writes `status`, keeping the `MPI_ERROR` the user set there.
+///
+/// # Safety
+/// `status` is `MPI_STATUS_IGNORE`, null, or points to a writable `MPI_Status`.
+#[inline(always)]
+unsafe fn keeping_error(status: *mut MPI_Status, call: impl FnOnce() -> Code) -> Code {
+    if mpi::ignored(status) {
+        return call();
+    }
+    // SAFETY: a status of the caller's (see `# Safety`).
+    unsafe {
+        let error = (*status).MPI_ERROR;
+        let code = call();
+        (*status).MPI_ERROR = error;
+        code
+    }
+}
+
 pub unsafe fn probe(
     rt: &'static Runtime,
     source: c_int,

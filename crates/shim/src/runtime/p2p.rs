@@ -95,15 +95,16 @@ pub fn plainly_delegated(rt: impl View, comm: MPI_Comm, source: c_int, call: Pla
     };
     // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
     source != abi().proc_null
-        && !(call == PlainCall::Recv && rt.needs_progress())
+        && !(call.blocks() && rt.needs_progress())
         && comm.takeover.plain_delegation_serial(call)
 }
 
 /// [`plainly_delegated`] at `MPI_THREAD_MULTIPLE`, with the calling thread's `local` state:
 /// the permit to hold while MPI has the call (a switch to takeover waits for it), or `None`
-/// for the full path. A blocking receive's permit is a blocking mark, which makes a switch to
-/// takeover give up instead (the message it waits for may need the switching thread), and it
-/// goes only while nothing needs the shim's progress, as [`plainly_delegated`]'s.
+/// for the full path. A blocking receive's or probe's permit is a blocking mark, which makes a
+/// switch to takeover give up instead (the message it waits for may need the switching
+/// thread), and it goes only while nothing needs the shim's progress, as
+/// [`plainly_delegated`]'s.
 #[inline(always)]
 pub fn plainly_delegated_threaded(
     rt: &Runtime,
@@ -112,7 +113,7 @@ pub fn plainly_delegated_threaded(
     source: c_int,
     call: PlainCall,
 ) -> Option<Permit<'static>> {
-    if call == PlainCall::Recv && rt.needs_progress() {
+    if call.blocks() && rt.needs_progress() {
         return None;
     }
     let comm = local.last(comm)?;

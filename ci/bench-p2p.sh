@@ -4,12 +4,12 @@
 #   ci/bench-p2p.sh [--mpi mpich|openmpi] [--engines "rank list"] [--takeover "auto always"]
 #                   [--rounds R] [--quick] [--benches "pingpong bandwidth longqueue"] [--hog N]
 #
-# Benchmarks: pingpong (latency of Recv, Irecv+Wait and Improbe+Mrecv, 1 B to 1 MiB),
-# bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue (N posted or
-# unexpected messages matched in reverse or in order), on 2 ranks; spread (not run unless
-# named: T receives posted per source, newest first, T = 32, 128, 512) on SPREAD_RANKS ranks
-# (default 4).  Engines default to ci/engines, takeover modes to auto (MATCHSHIM_TAKEOVER);
-# each engine runs under each mode.  A shim run counts only
+# Benchmarks: pingpong (latency of Recv, Irecv+Wait, Improbe+Mrecv and Probe+Recv, 1 B to
+# 1 MiB), bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue
+# (N posted or unexpected messages matched in reverse or in order), on 2 ranks; spread (not
+# run unless named: T receives posted per source, newest first, T = 32, 128, 512) on
+# SPREAD_RANKS ranks (default 4).  Engines default to ci/engines, takeover modes to auto
+# (MATCHSHIM_TAKEOVER); each engine runs under each mode.  A shim run counts only
 # if the shim's report (MATCHSHIM_REPORT) shows both ranks ran it with the engine asked for, so
 # a dropped preload cannot pass as "1.00x".  Each round runs every configuration (native, then
 # the shim ones) once, in an order that rotates from round to round, so slow phases of a shared

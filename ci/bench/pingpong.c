@@ -10,6 +10,8 @@
  *   pingpong_improbe  MPI_Send + a loop of MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG) + MPI_Mrecv:
  *                   natively, the MPI calls the shim makes for one receive, so the floor of
  *                   its cost.
+ *   pingpong_probe  MPI_Send + MPI_Probe + MPI_Get_count + MPI_Recv of that count: how
+ *                   programs receive messages of unknown size.
  * -t: MPI_Init_thread with MPI_THREAD_MULTIPLE, as mpi4py and hybrid programs initialise MPI.
  * Sizes 1 B, 8 B, 64 B, ... (x8) and maxsize (default 1 MiB), or only -s size.  Each size: one
  * warm-up repetition, then reps repetitions of iters round trips (fewer above 4 KiB, where the
@@ -31,23 +33,36 @@ static int next_size(int size, int maxsize) {
     return size > maxsize / 8 ? maxsize : size * 8;
 }
 
-/* The receive of the blocking variants: MPI_Recv, or (`improbe`) a matched probe polled with
- * wildcards and the receive of the probed message. */
-static void recv_from(char *buf, int size, int peer, int improbe) {
+enum receive { RECV, IMPROBE, PROBE };
+
+/* The receive of the blocking variants: MPI_Recv, a matched probe polled with wildcards and
+ * the receive of the probed message, or a blocking probe and the receive of its count. */
+static void recv_from(char *buf, int size, int peer, enum receive how) {
     MPI_Message msg;
-    int flag = 0;
-    if (!improbe) {
+    MPI_Status status;
+    int flag = 0, count;
+    switch (how) {
+    case RECV:
         MPI_Recv(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        return;
+        break;
+    case IMPROBE:
+        while (!flag)
+            MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg,
+                        MPI_STATUS_IGNORE);
+        MPI_Mrecv(buf, size, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+        break;
+    case PROBE:
+        MPI_Probe(peer, 1, MPI_COMM_WORLD, &status);
+        MPI_Get_count(&status, MPI_CHAR, &count);
+        MPI_Recv(buf, count, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
     }
-    while (!flag)
-        MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE);
-    MPI_Mrecv(buf, size, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
 }
 
 /* MPI_Send and a blocking receive on both sides. Rank 0 returns the seconds per half round
  * trip; rank 1 returns 0. */
-static double run_blocking(char *buf, int size, int iters, int rank, int improbe) {
+static double run_blocking(char *buf, int size, int iters, int rank, enum receive how,
+                           const char *name) {
     double t0;
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
@@ -55,14 +70,13 @@ static double run_blocking(char *buf, int size, int iters, int rank, int improbe
         if (rank == 0) {
             buf[0] = (char)i;
             MPI_Send(buf, size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-            recv_from(buf, size, 1, improbe);
+            recv_from(buf, size, 1, how);
             if (buf[0] != (char)i) {
-                fprintf(stderr, "%s: wrong reply at iteration %d\n",
-                        improbe ? "pingpong_improbe" : "pingpong", i);
+                fprintf(stderr, "%s: wrong reply at iteration %d\n", name, i);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
         } else {
-            recv_from(buf, size, 0, improbe);
+            recv_from(buf, size, 0, how);
             MPI_Send(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
         }
     }
@@ -145,8 +159,10 @@ int main(int argc, char **argv) {
     memset(buf, 1, maxsize);
     memset(rbuf, 0, maxsize);
 
-    static const char *names[] = {"pingpong", "pingpong_irecv", "pingpong_improbe"};
-    for (int variant = 0; variant < 3; variant++) {
+    static const char *names[] = {"pingpong", "pingpong_irecv", "pingpong_improbe",
+                                  "pingpong_probe"};
+    static const enum receive receives[] = {RECV, RECV, IMPROBE, PROBE};
+    for (int variant = 0; variant < 4; variant++) {
         for (int size = only ? only : 1; size > 0; size = next_size(size, maxsize)) {
             /* Above 4 KiB scale iterations down with the size, keeping at least 100. */
             long it = size <= 4096 ? base_iters : (long)base_iters * 4096 / size;
@@ -155,7 +171,8 @@ int main(int argc, char **argv) {
                 /* r = -1: warm-up with a tenth of the iterations */
                 int n = r < 0 ? iters / 10 + 1 : iters;
                 double secs = variant == 1 ? run_irecv(buf, rbuf, size, n, rank)
-                                           : run_blocking(buf, size, n, rank, variant == 2);
+                                           : run_blocking(buf, size, n, rank,
+                                                          receives[variant], names[variant]);
                 if (r >= 0)
                     t[r] = secs;
             }

@@ -29,7 +29,9 @@ static void send_tags(int count)
     }
 }
 
-static void t_single_completion(void)
+/* Twice: first while the default policy still times the communicator's first receive calls
+ * (the shim's full path), then where they go to MPI on its plain path. */
+static void t_single_completion(const char *name)
 {
     int in[N], out[N];
     MPI_Status st = {.MPI_ERROR = MARK};
@@ -80,7 +82,7 @@ static void t_single_completion(void)
         CHK(MPI_Testany(1, &r2, &idx, &flag, &st));
     expect_mark(&st, "Testany");
     CHK(MPI_Wait(&r, MPI_STATUS_IGNORE));
-    report("single_completion_leaves_mpi_error");
+    report(name);
 }
 
 static void t_waitall_success(void)
@@ -131,7 +133,8 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     peer = 1 - t_rank;
-    t_single_completion();
+    t_single_completion("single_completion_leaves_mpi_error");
+    t_single_completion("single_completion_leaves_mpi_error_again");
     t_waitall_success();
     t_err_in_status();
     return t_finish();

@@ -201,7 +201,7 @@ pub unsafe fn isendrecv_replace(
 }
 
 /// `MPI_Probe` on the plain path: MPI's call, leaving the status's `MPI_ERROR` as the user set
-/// it (MPICH's own writes it; single-completion calls do not).
+/// it (MPICH's own probes write it; single-completion calls do not).
 ///
 /// # Safety
 /// The arguments are the caller's, as `MPI_Probe` requires them.
@@ -214,6 +214,47 @@ pub unsafe fn probe_mpi(
 ) -> Code {
     // SAFETY: as the caller promises.
     unsafe { keeping_error(status, || mpi::next::MPI_Probe(source, tag, comm, status)) }
+}
+
+/// `MPI_Iprobe` on the plain path, as [`probe_mpi`].
+///
+/// # Safety
+/// The arguments are the caller's, as `MPI_Iprobe` requires them.
+#[inline]
+pub unsafe fn iprobe_mpi(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> Code {
+    // SAFETY: as the caller promises.
+    unsafe {
+        keeping_error(status, || {
+            mpi::next::MPI_Iprobe(source, tag, comm, flag, status)
+        })
+    }
+}
+
+/// `MPI_Improbe` on the plain path, as [`probe_mpi`].
+///
+/// # Safety
+/// The arguments are the caller's, as `MPI_Improbe` requires them.
+#[inline]
+pub unsafe fn improbe_mpi(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> Code {
+    // SAFETY: as the caller promises.
+    unsafe {
+        keeping_error(status, || {
+            mpi::next::MPI_Improbe(source, tag, comm, flag, message, status)
+        })
+    }
 }
 
 /// `MPI_Mprobe` on the plain path, as [`probe_mpi`].
@@ -236,13 +277,14 @@ pub unsafe fn mprobe_mpi(
     }
 }
 
-/// Runs `call`, which writes `status`, keeping the `MPI_ERROR` the user set there.
+/// Runs `call`, which writes `status`, keeping the `MPI_ERROR` the user set there (Open MPI's
+/// probes keep it themselves).
 ///
 /// # Safety
 /// `status` is `MPI_STATUS_IGNORE`, null, or points to a writable `MPI_Status`.
 #[inline(always)]
 unsafe fn keeping_error(status: *mut MPI_Status, call: impl FnOnce() -> Code) -> Code {
-    if mpi::ignored(status) {
+    if !cfg!(mpich) || mpi::ignored(status) {
         return call();
     }
     // SAFETY: a status of the caller's (see `# Safety`).

@@ -110,6 +110,20 @@ static inline void t_init(int *argc, char ***argv)
     t_setup();
 }
 
+/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE, then t_setup; false where MPI does not
+ * provide it, with test `name` reported as skipped (the caller returns t_finish()). */
+static inline int t_init_multiple(int *argc, char ***argv, const char *name)
+{
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    t_setup();
+    if (provided < MPI_THREAD_MULTIPLE) {
+        report_skip(name, "MPI_THREAD_MULTIPLE not provided");
+        return 0;
+    }
+    return 1;
+}
+
 /* Prints the verdict, finalizes, returns the exit code for main. */
 static inline int t_finish(void)
 {

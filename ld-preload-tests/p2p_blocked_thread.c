@@ -62,13 +62,8 @@ static void *blocked(void *arg)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    t_setup();
-    if (provided < MPI_THREAD_MULTIPLE) {
-        report_skip("blocked_thread", "MPI_THREAD_MULTIPLE not provided");
+    if (!t_init_multiple(&argc, &argv, "blocked_thread"))
         return t_finish();
-    }
     takeover_count takeovers;
     int judged = takeover_count_start(&takeovers);
     static int bufs[N][LEN];

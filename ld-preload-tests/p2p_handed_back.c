@@ -13,13 +13,8 @@
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    t_setup();
-    if (provided < MPI_THREAD_MULTIPLE) {
-        report_skip("handed_back", "MPI_THREAD_MULTIPLE not provided");
+    if (!t_init_multiple(&argc, &argv, "handed_back"))
         return t_finish();
-    }
     int peer = 1 - t_rank;
     static int bufs[N][LEN];
     MPI_Request r[N];

@@ -12,13 +12,8 @@
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    t_setup();
-    if (provided < MPI_THREAD_MULTIPLE) {
-        report_skip("inorder_queue_mt", "MPI_THREAD_MULTIPLE not provided");
+    if (!t_init_multiple(&argc, &argv, "inorder_queue_mt"))
         return t_finish();
-    }
     takeover_count takeovers;
     int judged = takeover_count_start(&takeovers);
 

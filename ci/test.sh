@@ -16,28 +16,34 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/packages.sh"
 cd "$(repo_root)"
-install_packages
+# Each step says how long it took: the whole run has a budget.
+step() {
+    local t0=$SECONDS what="$*"
+    "$@"
+    echo "== ${what:0:70}: $((SECONDS - t0)) s (total $SECONDS s)"
+}
+step install_packages
 
 # The command's tests run the shim built beside it, and Open MPI's for its launcher.
-build_shim mpich
-build_shim openmpi
-cargo test --release
+step build_shim mpich
+step build_shim openmpi
+step cargo test --release
 # The exported symbols of both shims are those crates/shim/calls.list lists.
-ci/calls-test.sh --mpi all
+step ci/calls-test.sh --mpi all
 # The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
-ci/gpu-ptx.sh
+step ci/gpu-ptx.sh
 # The installed command and both shims, with the source tree out of reach.
-ci/install-test.sh
-ci/fatal-tests.sh --mpi all
-ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover always
-MATCHSHIM_GPU_BURST=1 MATCHSHIM_GPU_SCAN=1 ci/ld-preload-tests.sh --mpi all --engines gpu \
+step ci/install-test.sh
+step ci/fatal-tests.sh --mpi all
+step ci/ld-preload-tests.sh --mpi all --engines "$(engines | tr '\n' ' ')" --takeover always
+step env MATCHSHIM_GPU_BURST=1 MATCHSHIM_GPU_SCAN=1 ci/ld-preload-tests.sh --mpi all --engines gpu \
     --takeover always --only "p2p_burst p2p_order p2p_probe p2p_cancel p2p_comms p2p_threads f08_p2p"
-ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
-ci/coll-tests.sh --mpi all --engines "col+pnp"
+step ci/ld-preload-tests.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
+step ci/coll-tests.sh --mpi all --engines "col+pnp"
 # Beside a PMPI tool, in both orders and under `matchshim run`, C and Fortran.
-ci/stack-tests.sh --mpi all
-MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
-ci/fuzz.sh --mpi all --regressions
-ci/fuzz.sh --mpi all --seeds 200
-ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
-ci/multihost.sh --mpi openmpi
+step ci/stack-tests.sh --mpi all
+step env MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
+step ci/fuzz.sh --mpi all --regressions
+step ci/fuzz.sh --mpi all --seeds 200
+step ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
+step ci/multihost.sh --mpi openmpi

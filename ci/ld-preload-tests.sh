@@ -130,11 +130,9 @@ bursts_of() { sed -n 's/.*bursts: *\([0-9]*\).*/\1/p' "$(source_of "$1")" | head
 
 # True if the largest burst in report $1 has at least $2 messages.
 burst_seen() {
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-reps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-sys.exit(0 if max(r.get("bursts", {}).get("largest", 0) for r in reps) >= int(sys.argv[2]) else 1)
-EOF
+    awk -v want="$2" "$REPORT_AWK"'
+        { b = value(value($0, "bursts"), "largest") + 0; if (b > most) most = b }
+        END { exit !(most >= want) }' "$1"
 }
 
 known_native_fail() {

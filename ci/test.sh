@@ -8,7 +8,7 @@
 # engine while matching goes back and forth between MPI and the shim (auto, flip:3); the
 # collective tests in both of those modes, each with the shim running every collective
 # (MATCHSHIM_COLL=shim), as it comes (auto) and with MATCHSHIM_COLL=native; the fuzzer's recorded
-# regressions and its seeds 0 to 199 on each MPI against native; mpi4py's suite on both MPIs
+# regressions and its seeds 0 to 399 on each MPI against native; mpi4py's suite on both MPIs
 # under auto and flip:3; the ld-preload tests and two applications across network-namespace
 # hosts (Open MPI over TCP); and a counting PMPI tool beside the shim in both orders. Installs
 # the Debian packages it needs first (ci/packages.sh).
@@ -44,6 +44,6 @@ step ci/coll-tests.sh --mpi all --engines "col+pnp"
 step ci/stack-tests.sh --mpi all
 step env MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
 step ci/fuzz.sh --mpi all --regressions
-step ci/fuzz.sh --mpi all --seeds 200
+step ci/fuzz.sh --mpi all --seeds 400
 step ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 step ci/multihost.sh --mpi openmpi

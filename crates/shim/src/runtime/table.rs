@@ -1,7 +1,7 @@
 //! The communicators the shim knows, by MPI handle, and the counters of those already freed.
 
 use super::comm::{Comm, Process};
-use super::thread::{self, Serial};
+use super::thread::{self, Recent, Serial};
 use crate::matching::{Assertions, EngineStats};
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
 use crate::report::{Bursts, CommReport};
@@ -55,8 +55,8 @@ pub struct Rejected;
 
 pub struct CommTable {
     comms: RwLock<FxHashMap<usize, &'static Comm>>,
-    /// The communicator looked up last (below `MPI_THREAD_MULTIPLE`).
-    last: Serial<(usize, Option<&'static Comm>)>,
+    /// The communicators looked up last (below `MPI_THREAD_MULTIPLE`).
+    recent: Serial<Recent>,
     /// Communicators constructors made that assert nothing, not registered yet.
     deferred: Mutex<FxHashSet<usize>>,
     next_id: AtomicU64,
@@ -77,7 +77,7 @@ impl CommTable {
     ) -> CommTable {
         CommTable {
             comms: RwLock::new(FxHashMap::default()),
-            last: Serial::new((usize::MAX, None)),
+            recent: Serial::new(Recent::new()),
             deferred: Mutex::new(FxHashSet::default()),
             next_id: AtomicU64::new(0),
             retired: Mutex::new(Totals::default()),
@@ -87,8 +87,8 @@ impl CommTable {
         }
     }
 
-    /// The communicator looked up last (by this thread at `MPI_THREAD_MULTIPLE`), if it is
-    /// `handle`.
+    /// The communicator of `handle`, if looked up lately (by this thread at
+    /// `MPI_THREAD_MULTIPLE`).
     #[inline]
     pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         if self.multiple {
@@ -102,10 +102,7 @@ impl CommTable {
     pub fn last_serial(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         debug_assert!(!self.multiple);
         // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
-        match unsafe { self.last.get() } {
-            (cached, comm) if cached == handle.key() => comm,
-            _ => None,
-        }
+        unsafe { self.recent.get_ref() }.find(handle)
     }
 
     /// The communicator of `handle`, created on first use.
@@ -133,7 +130,7 @@ impl CommTable {
             thread::with_local(|local| local.set_last(handle, comm));
         } else {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
-            unsafe { self.last.set((handle.key(), Some(comm))) };
+            unsafe { self.recent.get_ref() }.insert(handle, comm);
         }
     }
 
@@ -213,7 +210,7 @@ impl CommTable {
         let comm = self.comms.write().remove(&handle.key())?;
         if !self.multiple {
             // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is in here.
-            unsafe { self.last.set((usize::MAX, None)) };
+            unsafe { self.recent.get_ref() }.clear();
         }
         comm.forget();
         self.retired

@@ -16,10 +16,6 @@ pub struct Serial<T>(UnsafeCell<T>);
 unsafe impl<T> Sync for Serial<T> {}
 
 impl<T: Copy> Serial<T> {
-    pub const fn new(value: T) -> Serial<T> {
-        Serial(UnsafeCell::new(value))
-    }
-
     /// # Safety
     /// Below `MPI_THREAD_MULTIPLE`: no other thread is inside the shim.
     #[inline(always)]
@@ -34,6 +30,61 @@ impl<T: Copy> Serial<T> {
     pub unsafe fn set(&self, value: T) {
         // SAFETY: as the caller promises, nothing else reads or writes it meanwhile.
         unsafe { *self.0.get() = value };
+    }
+}
+
+impl<T> Serial<T> {
+    pub const fn new(value: T) -> Serial<T> {
+        Serial(UnsafeCell::new(value))
+    }
+
+    /// # Safety
+    /// As for [`get`](Self::get), while the reference lives.
+    #[inline(always)]
+    pub unsafe fn get_ref(&self) -> &T {
+        // SAFETY: as the caller promises, nothing writes it meanwhile.
+        unsafe { &*self.0.get() }
+    }
+}
+
+/// How many communicators [`Recent`] holds.
+const RECENT: usize = 4;
+
+/// The communicators looked up last, newest first, for the plain paths: a program that turns
+/// between a few (its own and a library's duplicate, rows and columns of a grid) finds each of
+/// them here, where one entry would send every call to the full path. A hit moves nothing (the
+/// search is inline and calls nothing), so a handle's first entry is its newest: one freed and
+/// reused is found as its new communicator.
+pub struct Recent([Cell<(usize, Option<&'static Comm>)>; RECENT]);
+
+impl Recent {
+    pub const fn new() -> Recent {
+        Recent([const { Cell::new((usize::MAX, None)) }; RECENT])
+    }
+
+    /// The communicator of the first entry of `handle`.
+    #[inline(always)]
+    pub fn find(&self, handle: MPI_Comm) -> Option<&'static Comm> {
+        let key = handle.key();
+        self.0
+            .iter()
+            .map(Cell::get)
+            .find(|&(k, _)| k == key)
+            .and_then(|(_, comm)| comm)
+    }
+
+    /// `comm`, of `handle`, becomes the newest entry; the oldest leaves.
+    pub fn insert(&self, handle: MPI_Comm, comm: &'static Comm) {
+        for i in (1..RECENT).rev() {
+            self.0[i].set(self.0[i - 1].get());
+        }
+        self.0[0].set((handle.key(), Some(comm)));
+    }
+
+    pub fn clear(&self) {
+        for entry in &self.0 {
+            entry.set((usize::MAX, None));
+        }
     }
 }
 
@@ -109,10 +160,10 @@ pub fn tool_probed() -> bool {
 pub struct Local {
     /// The MPI call this thread is in, while the shim handles it.
     in_call: Cell<Option<&'static str>>,
-    /// The communicator this thread looked up last: a thread cannot clear the others' when
-    /// MPI frees it, so it stands only while not freed (communicators are never deallocated,
-    /// and MPI may reuse a handle only after freeing its communicator).
-    last: Cell<(usize, Option<&'static Comm>)>,
+    /// The communicators this thread looked up last: a thread cannot clear the others' when
+    /// MPI frees one, so each stands only while not freed (communicators are never
+    /// deallocated, and MPI may reuse a handle only after freeing its communicator).
+    recent: Recent,
     /// This thread's shard of the communicators' counters (`usize::MAX` until asked).
     slot: Cell<usize>,
 }
@@ -123,15 +174,15 @@ impl Local {
         self.in_call.get()
     }
 
-    /// The communicator looked up last, if it is `handle`.
+    /// The communicator of `handle`, if this thread looked it up lately.
     #[inline]
     pub fn last(&self, handle: MPI_Comm) -> Option<&'static Comm> {
-        let (key, comm) = self.last.get();
-        comm.filter(|c| key == handle.key() && !c.is_freed())
+        // The first entry of a handle is its newest (see `Recent`).
+        self.recent.find(handle).filter(|c| !c.is_freed())
     }
 
     pub fn set_last(&self, handle: MPI_Comm, comm: &'static Comm) {
-        self.last.set((handle.key(), Some(comm)));
+        self.recent.insert(handle, comm);
     }
 
     /// This thread's [`thread_slot`](matchshim_core::protocol::policy::thread_slot).
@@ -152,7 +203,7 @@ thread_local! {
     static LOCAL: Local = const {
         Local {
             in_call: Cell::new(None),
-            last: Cell::new((usize::MAX, None)),
+            recent: Recent::new(),
             slot: Cell::new(usize::MAX),
         }
     };

@@ -75,7 +75,17 @@ engines() { grep -v '^#' "$(repo_root)/ci/engines"; }
 # lines keep their keys in the schema's order, so the first of a name is the top level's, and
 # a line that is not one of them fails the check.
 shim_ran() {
-    [ -f "$1" ] && awk -v n="$2" -v engine="$3" -v want="${4:-}" "$REPORT_AWK"'
+    [ -f "$1" ] && awk -v n="$2" -v engine="$3" -v want="${4:-}" '
+        # The text after the first `"key":` in s (a number there reads as one).
+        function value(s, key,    i) {
+            i = index(s, "\"" key "\":")
+            return i ? substr(s, i + length(key) + 3) : ""
+        }
+        # The string that v starts with.
+        function text(v) {
+            v = substr(v, 2)
+            return substr(v, 1, index(v, "\"") - 1)
+        }
         {
             if (index($0, "{\"matchshim\":") != 1) { bad = 1; next }
             if (text(value($0, "engine")) != engine) bad = 1
@@ -89,15 +99,3 @@ shim_ran() {
             exit (want == "matched" && matched == 0)
         }' "$1"
 }
-
-# What shim_ran's awk and others share: value(s, key) is the text after the first `"key":` in
-# s (a number there reads as one), text(v) the string that v starts with.
-REPORT_AWK='
-    function value(s, key,    i) {
-        i = index(s, "\"" key "\":")
-        return i ? substr(s, i + length(key) + 3) : ""
-    }
-    function text(v) {
-        v = substr(v, 2)
-        return substr(v, 1, index(v, "\"") - 1)
-    }'

@@ -130,9 +130,9 @@ bursts_of() { sed -n 's/.*bursts: *\([0-9]*\).*/\1/p' "$(source_of "$1")" | head
 
 # True if the largest burst in report $1 has at least $2 messages.
 burst_seen() {
-    awk -v want="$2" "$REPORT_AWK"'
-        { b = value(value($0, "bursts"), "largest") + 0; if (b > most) most = b }
-        END { exit !(most >= want) }' "$1"
+    local most
+    most=$(grep -o '"largest":[0-9]*' "$1" | cut -d: -f2 | sort -n | tail -n 1) || true
+    [ "${most:-0}" -ge "$2" ]
 }
 
 known_native_fail() {

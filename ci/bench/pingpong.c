@@ -2,7 +2,7 @@
  *
  *   pingpong [-i iters] [-r reps] [-m maxsize] [-s size] [-t] [-c comms]
  *
- * Three variants per size:
+ * Four variants per size:
  *   pingpong        MPI_Send + MPI_Recv on both sides (the reply may arrive before or after
  *                   its receive is posted).
  *   pingpong_irecv  MPI_Irecv + MPI_Send + MPI_Wait: every receive is posted before its message

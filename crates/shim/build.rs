@@ -474,46 +474,29 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         || format!("next::{name}"),
         |f| format!("crate::intercept::{f}"),
     );
-    let (get_runtime, threaded) = match &call.threaded {
-        None => ("runtime", String::new()),
-        Some(threaded) => {
-            write!(
-                out,
-                "    // Out of line: the thread-local it reads costs a call in a shared library.\n    \
-                 #[inline(never)]\n{many}    \
-                 unsafe fn threaded({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
-                 thread::with_local_inlined(|local| {{\n            \
-                 if local.in_call().is_some() {{\n                \
-                 // SAFETY: the caller's arguments, as MPI requires them.\n                \
-                 return unsafe {{ next::{name}({args}) }};\n            \
-                 }}\n            \
-                 // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
-                 if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
-                 // SAFETY: the caller's arguments, as MPI requires them.\n                \
-                 return unsafe {{ {plain_mpi}({args}) }};\n            \
-                 }}\n            \
-                 // SAFETY: as above.\n            \
-                 unsafe {{ shim_side({args}{comma}rt) }}\n        \
-                 }})\n    \
-                 }}\n"
-            )
-            .unwrap();
-            (
-                "started_runtime",
-                format!(
-                    "if rt.multiple {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ threaded({args}{comma}rt) }};\n        \
-                     }}\n        \
-                     // SAFETY: below MPI_THREAD_MULTIPLE (checked above).\n        \
-                     if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ next::{name}({args}) }};\n        \
-                     }}\n        "
-                ),
-            )
-        }
-    };
+    if let Some(threaded) = &call.threaded {
+        write!(
+            out,
+            "    // Out of line: the thread-local it reads costs a call in a shared library.\n    \
+             #[inline(never)]\n{many}    \
+             unsafe fn threaded({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+             thread::with_local_inlined(|local| {{\n            \
+             if local.in_call().is_some() {{\n                \
+             // SAFETY: the caller's arguments, as MPI requires them.\n                \
+             return unsafe {{ next::{name}({args}) }};\n            \
+             }}\n            \
+             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n            \
+             if let Some(_held) = unsafe {{ {threaded} }} {{\n                \
+             // SAFETY: the caller's arguments, as MPI requires them.\n                \
+             return unsafe {{ {plain_mpi}({args}) }};\n            \
+             }}\n            \
+             // SAFETY: as above.\n            \
+             unsafe {{ shim_side({args}{comma}rt) }}\n        \
+             }})\n    \
+             }}\n"
+        )
+        .unwrap();
+    }
     match &call.plain {
         None => write!(
             out,
@@ -525,36 +508,75 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              }}\n}}\n\n"
         )
         .unwrap(),
-        Some(plain) => write!(
-            out,
-            "    #[inline(never)]\n{many}    \
-             unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
-             crate::mpi::reached();\n        \
-             let Some(rt) = {get_runtime}() else {{\n            \
-             // SAFETY: the caller's arguments, as MPI requires them.\n            \
-             return unsafe {{ next::{name}({args}) }};\n        \
-             }};\n        \
-             {threaded}\
-             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
-             if unsafe {{ {plain} }} {{\n            \
-             // SAFETY: as above.\n            \
-             return unsafe {{ {plain_mpi}({args}) }};\n        \
-             }}\n        \
-             // SAFETY: as above.\n        \
-             unsafe {{ shim_side({args}{comma}rt) }}\n    \
-             }}\n    \
-             // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
-             match serial_runtime() {{\n        \
-             // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
-             Some(rt) if unsafe {{ {plain} }} => {{\n            \
-             // SAFETY: the caller's arguments, as MPI requires them.\n            \
-             unsafe {{ {plain_mpi}({args}) }}\n        \
-             }}\n        \
-             // SAFETY: as above.\n        \
-             _ => unsafe {{ checked({args}) }},\n    \
-             }}\n}}\n\n"
-        )
-        .unwrap(),
+        Some(plain) => {
+            let serial_part = format!(
+                "// SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
+                 if unsafe {{ {plain} }} {{\n            \
+                 // SAFETY: as above.\n            \
+                 return unsafe {{ {plain_mpi}({args}) }};\n        \
+                 }}\n        \
+                 // SAFETY: as above.\n        \
+                 unsafe {{ shim_side({args}{comma}rt) }}\n    \
+                 }}\n    "
+            );
+            if call.threaded.is_some() {
+                // The serial part out of line, called as `threaded` is: the path to `threaded`
+                // then keeps the arguments where they came.
+                write!(
+                    out,
+                    "    #[inline(never)]\n{many}    \
+                     unsafe fn serial({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+                     // SAFETY: below MPI_THREAD_MULTIPLE (the caller checked).\n        \
+                     if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }}\n        \
+                     {serial_part}\
+                     #[inline(never)]\n{many}    \
+                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
+                     crate::mpi::reached();\n        \
+                     let Some(rt) = started_runtime() else {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }};\n        \
+                     if rt.multiple {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ threaded({args}{comma}rt) }};\n        \
+                     }}\n        \
+                     // SAFETY: as above.\n        \
+                     unsafe {{ serial({args}{comma}rt) }}\n    \
+                     }}\n    "
+                )
+                .unwrap();
+            } else {
+                write!(
+                    out,
+                    "    #[inline(never)]\n{many}    \
+                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
+                     crate::mpi::reached();\n        \
+                     let Some(rt) = runtime() else {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }};\n        \
+                     {serial_part}"
+                )
+                .unwrap();
+            }
+            write!(
+                out,
+                "// The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
+                 match serial_runtime() {{\n        \
+                 // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
+                 Some(rt) if unsafe {{ {plain} }} => {{\n            \
+                 // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                 unsafe {{ {plain_mpi}({args}) }}\n        \
+                 }}\n        \
+                 // SAFETY: as above.\n        \
+                 _ => unsafe {{ checked({args}) }},\n    \
+                 }}\n}}\n\n"
+            )
+            .unwrap();
+        }
     }
 }
 

@@ -139,6 +139,10 @@ pub trait View: Copy {
     fn multiple(self) -> bool;
     fn needs_progress(self) -> bool;
 
+    /// The registered communicator of `handle` for a serial plain path's test, or `None` for
+    /// the full path (which registers it).
+    fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm>;
+
     /// A single-completion call on `handle` can go to MPI as it is: the handle is MPI's own
     /// (not even followed) and nothing waits for the shim's progress.
     #[inline(always)]
@@ -199,6 +203,12 @@ impl View for &'static Runtime {
     fn needs_progress(self) -> bool {
         Runtime::needs_progress(self)
     }
+    /// Out of the entry point's inline path, so a program turning over more communicators
+    /// than [`thread::Recent`] holds pays a table lookup, not the full path.
+    #[inline(always)]
+    fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm> {
+        self.comms.registered(handle)
+    }
 }
 
 /// The runtime on the serial plain path ([`serial_runtime`]).
@@ -217,6 +227,12 @@ impl View for Serial {
     #[inline(always)]
     fn needs_progress(self) -> bool {
         false
+    }
+    /// Only the communicators looked up last: this test is inlined into the entry points,
+    /// which then call nothing before MPI.
+    #[inline(always)]
+    fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm> {
+        self.0.comms.last_serial(handle)
     }
 }
 

@@ -90,7 +90,7 @@ pub fn plainly_delegated(rt: impl View, comm: MPI_Comm, source: c_int, call: Pla
     if rt.multiple() {
         return false;
     }
-    let Some(comm) = rt.rt().comms.last_serial(comm) else {
+    let Some(comm) = rt.plain_comm(comm) else {
         return false;
     };
     // A receive from MPI_PROC_NULL gets its status from the shim (MPICH's is wrong).
@@ -116,7 +116,9 @@ pub fn plainly_delegated_threaded(
     if call.blocks() && rt.needs_progress() {
         return None;
     }
-    let comm = local.last(comm)?;
+    let comm = local
+        .last(comm)
+        .or_else(|| rt.comms.registered_by(local, comm))?;
     if source == abi().proc_null {
         return None;
     }

@@ -160,6 +160,15 @@ impl CommTable {
         }
     }
 
+    /// [`CommTable::registered`] at `MPI_THREAD_MULTIPLE` from the map, remembered by
+    /// `local`'s thread.
+    #[inline(never)]
+    pub fn registered_by(&self, local: &thread::Local, handle: MPI_Comm) -> Option<&'static Comm> {
+        let comm = self.known(handle)?;
+        local.set_last(handle, comm);
+        Some(comm)
+    }
+
     #[inline(never)]
     fn registered_in_map(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         let comm = self.known(handle)?;

@@ -479,7 +479,11 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
             out,
             "    // Out of line: the thread-local it reads costs a call in a shared library.\n    \
              #[inline(never)]\n{many}    \
-             unsafe fn threaded({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+             unsafe extern \"C\" fn threaded({params}) -> c_int {{\n        \
+             let Some(rt) = installed() else {{\n            \
+             // SAFETY: the caller's arguments, as MPI requires them.\n            \
+             return unsafe {{ next::{name}({args}) }};\n        \
+             }};\n        \
              thread::with_local_inlined(|local| {{\n            \
              if local.in_call().is_some() {{\n                \
              // SAFETY: the caller's arguments, as MPI requires them.\n                \
@@ -520,12 +524,16 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                  }}\n    "
             );
             if call.threaded.is_some() {
-                // The serial part out of line, called as `threaded` is: the path to `threaded`
-                // then keeps the arguments where they came.
+                // Both parts out of line with `checked`'s own arguments (each reads the runtime
+                // again): `checked` reaches either with a jump, saving no registers.
                 write!(
                     out,
                     "    #[inline(never)]\n{many}    \
-                     unsafe fn serial({params}{comma}rt: &'static Runtime) -> c_int {{\n        \
+                     unsafe extern \"C\" fn serial({params}) -> c_int {{\n        \
+                     let Some(rt) = installed() else {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }};\n        \
                      // SAFETY: below MPI_THREAD_MULTIPLE (the caller checked).\n        \
                      if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
                      // SAFETY: the caller's arguments, as MPI requires them.\n            \
@@ -541,10 +549,10 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                      }};\n        \
                      if rt.multiple {{\n            \
                      // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ threaded({args}{comma}rt) }};\n        \
+                     return unsafe {{ threaded({args}) }};\n        \
                      }}\n        \
                      // SAFETY: as above.\n        \
-                     unsafe {{ serial({args}{comma}rt) }}\n    \
+                     unsafe {{ serial({args}) }}\n    \
                      }}\n    "
                 )
                 .unwrap();

@@ -29,7 +29,9 @@ mod entry {
         MPI_Request, MPI_Status, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session,
     };
     use crate::runtime::p2p::{plainly_delegated, plainly_delegated_threaded};
-    use crate::runtime::{runtime, serial_runtime, started_runtime, thread, Error, Runtime, View};
+    use crate::runtime::{
+        installed, runtime, serial_runtime, started_runtime, thread, Error, Runtime, View,
+    };
     use matchshim_core::protocol::PlainCall;
     #[allow(unused_imports)]
     use std::os::raw::{c_char, c_int, c_void};

@@ -345,7 +345,9 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
     }
 }
 
-/// The installed runtime, for the calls that set it up.
+/// The installed runtime, for the calls that set it up and the entry points that looked at
+/// it already.
+#[inline]
 pub fn installed() -> Option<&'static Runtime> {
     RUNTIME.get()
 }

@@ -114,6 +114,8 @@ struct Call {
     plain: Option<String>,
     /// On the plain path, instead of MPI's own call: MPI's call with what the shim adds to it.
     plain_mpi: Option<String>,
+    /// The plain test only reads: it comes before the test of a call made from inside the shim.
+    plain_first: bool,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
     native: Option<String>,
@@ -187,6 +189,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "threaded" => call.threaded = Some(value),
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
+            "plain_first" => call.plain_first = true,
             "large_count" => call.large_count = true,
             "blocking" => call.blocking = true,
             "mpi4" => call.mpi4 = true,
@@ -224,6 +227,9 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         }
         if call.plain_mpi.is_some() && call.plain.is_none() {
             return fail("`plain_mpi` needs `plain`");
+        }
+        if call.plain_first && (call.plain.is_none() || call.threaded.is_some()) {
+            return fail("`plain_first` orders `plain` without `threaded`: one is wrong");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -475,10 +481,23 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         |f| format!("crate::intercept::{f}"),
     );
     if let Some(threaded) = &call.threaded {
+        // Out of line, `checked` jumps to it; with an argument on the stack it calls it, and
+        // inline it saves that call's frame.
+        let (inline, why) = if call.args.len() > 6 {
+            (
+                "always",
+                "the call it would be costs a frame: an argument goes on the stack",
+            )
+        } else {
+            (
+                "never",
+                "`checked` jumps to it, and the plain path pays nothing for its thread-local",
+            )
+        };
         write!(
             out,
-            "    // Out of line: the thread-local it reads costs a call in a shared library.\n    \
-             #[inline(never)]\n{many}    \
+            "    // Inline {inline}: {why}.\n    \
+             #[inline({inline})]\n{many}    \
              unsafe extern \"C\" fn threaded({params}) -> c_int {{\n        \
              let Some(rt) = installed() else {{\n            \
              // SAFETY: the caller's arguments, as MPI requires them.\n            \
@@ -553,6 +572,32 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                      }}\n        \
                      // SAFETY: as above.\n        \
                      unsafe {{ serial({args}) }}\n    \
+                     }}\n    "
+                )
+                .unwrap();
+            } else if call.plain_first {
+                // A call made from inside the shim goes to MPI as the plain path does: that
+                // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail.
+                write!(
+                    out,
+                    "    #[inline(never)]\n{many}    \
+                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
+                     crate::mpi::reached();\n        \
+                     let Some(rt) = started_runtime() else {{\n            \
+                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }};\n        \
+                     // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
+                     if unsafe {{ {plain} }} {{\n            \
+                     // SAFETY: as above.\n            \
+                     return unsafe {{ {plain_mpi}({args}) }};\n        \
+                     }}\n        \
+                     if thread::in_call(rt.multiple).is_some() {{\n            \
+                     // SAFETY: as above.\n            \
+                     return unsafe {{ next::{name}({args}) }};\n        \
+                     }}\n        \
+                     // SAFETY: as above.\n        \
+                     unsafe {{ shim_side({args}{comma}rt) }}\n    \
                      }}\n    "
                 )
                 .unwrap();

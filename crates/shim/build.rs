@@ -474,26 +474,27 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
          }}\n    }}\n"
     )
     .unwrap();
-    // At MPI_THREAD_MULTIPLE one look at the thread's state, in a function of its own, and
-    // the guard held until MPI returns; below it the serial test of a call re-entered.
     let plain_mpi = call.plain_mpi.as_ref().map_or_else(
         || format!("next::{name}"),
         |f| format!("crate::intercept::{f}"),
     );
+    // At MPI_THREAD_MULTIPLE one look at the thread's state and the guard held until MPI
+    // returns; below it the serial test of a call re-entered, then the plain test.
+    // A call's threaded and serial parts take `checked`'s own arguments and read the runtime
+    // again. Out of line, `checked` jumps to them; with an argument on the stack it would call
+    // them, and inline they save that call's frame.
+    let (inline, why) = if call.args.len() > 6 {
+        (
+            "always",
+            "a call to it would cost a frame: an argument goes on the stack",
+        )
+    } else {
+        (
+            "never",
+            "`checked` jumps to it, and the plain path pays nothing for its work",
+        )
+    };
     if let Some(threaded) = &call.threaded {
-        // Out of line, `checked` jumps to it; with an argument on the stack it calls it, and
-        // inline it saves that call's frame.
-        let (inline, why) = if call.args.len() > 6 {
-            (
-                "always",
-                "the call it would be costs a frame: an argument goes on the stack",
-            )
-        } else {
-            (
-                "never",
-                "`checked` jumps to it, and the plain path pays nothing for its thread-local",
-            )
-        };
         write!(
             out,
             "    // Inline {inline}: {why}.\n    \
@@ -543,11 +544,10 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                  }}\n    "
             );
             if call.threaded.is_some() {
-                // Both parts out of line with `checked`'s own arguments (each reads the runtime
-                // again): `checked` reaches either with a jump, saving no registers.
                 write!(
                     out,
-                    "    #[inline(never)]\n{many}    \
+                    "    // Inline {inline}: {why}.\n    \
+                     #[inline({inline})]\n{many}    \
                      unsafe extern \"C\" fn serial({params}) -> c_int {{\n        \
                      let Some(rt) = installed() else {{\n            \
                      // SAFETY: the caller's arguments, as MPI requires them.\n            \

@@ -1,5 +1,5 @@
 /* ranks: 2 */
-/* MPI_THREAD_MULTIPLE, one thread: round trips that turn over MPI_COMM_WORLD and more
+/* MPI_THREAD_MULTIPLE (below it as p2p_recent_comms_serial.c), one thread: round trips that turn over MPI_COMM_WORLD and more
  * duplicates of it than the shim remembers communicators, all with the same tag, received in
  * turn by MPI_Recv, MPI_Irecv + MPI_Wait, MPI_Probe + MPI_Recv and MPI_Improbe + MPI_Mrecv;
  * every so often one duplicate is freed and made again, so MPI may give the new one the freed
@@ -41,8 +41,12 @@ static void receive(int *buf, int from, MPI_Comm comm, int how)
 
 int main(int argc, char **argv)
 {
+#ifdef RECENT_COMMS_SERIAL
+    t_init(&argc, &argv);
+#else
     if (!t_init_multiple(&argc, &argv, "recent_comms"))
         return t_finish();
+#endif
     MPI_Comm comms[DUPS + 1];
     comms[0] = MPI_COMM_WORLD;
     for (int c = 1; c <= DUPS; c++)

@@ -494,16 +494,25 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
             "`checked` jumps to it, and the plain path pays nothing for its work",
         )
     };
+    // A function of the call's own arguments that reads the runtime first (after `before`),
+    // its call passed to MPI as it is without one.
+    let opening = |attributes: &str, function: &str, before: &str, get_runtime: &str| {
+        format!(
+            "{attributes}{many}    \
+             unsafe extern \"C\" fn {function}({params}) -> c_int {{\n        \
+             {before}let Some(rt) = {get_runtime}() else {{\n            \
+             // SAFETY: the caller's arguments, as MPI requires them.\n            \
+             return unsafe {{ next::{name}({args}) }};\n        \
+             }};\n        "
+        )
+    };
+    let part = format!("    // Inline {inline}: {why}.\n    #[inline({inline})]\n");
+    let checked = "    #[inline(never)]\n";
+    let reached = "crate::mpi::reached();\n        ";
     if let Some(threaded) = &call.threaded {
         write!(
             out,
-            "    // Inline {inline}: {why}.\n    \
-             #[inline({inline})]\n{many}    \
-             unsafe extern \"C\" fn threaded({params}) -> c_int {{\n        \
-             let Some(rt) = installed() else {{\n            \
-             // SAFETY: the caller's arguments, as MPI requires them.\n            \
-             return unsafe {{ next::{name}({args}) }};\n        \
-             }};\n        \
+            "{}\
              thread::with_local_inlined(|local| {{\n            \
              if local.in_call().is_some() {{\n                \
              // SAFETY: the caller's arguments, as MPI requires them.\n                \
@@ -517,7 +526,8 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
              // SAFETY: as above.\n            \
              unsafe {{ shim_side({args}{comma}rt) }}\n        \
              }})\n    \
-             }}\n"
+             }}\n",
+            opening(&part, "threaded", "", "installed")
         )
         .unwrap();
     }
@@ -533,46 +543,37 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
         )
         .unwrap(),
         Some(plain) => {
-            let serial_part = format!(
+            let plain_test = format!(
                 "// SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
                  if unsafe {{ {plain} }} {{\n            \
                  // SAFETY: as above.\n            \
                  return unsafe {{ {plain_mpi}({args}) }};\n        \
-                 }}\n        \
-                 // SAFETY: as above.\n        \
+                 }}\n        "
+            );
+            let to_shim = format!(
+                "// SAFETY: as above.\n        \
                  unsafe {{ shim_side({args}{comma}rt) }}\n    \
-                 }}\n    "
+                 }}\n"
             );
             if call.threaded.is_some() {
                 write!(
                     out,
-                    "    // Inline {inline}: {why}.\n    \
-                     #[inline({inline})]\n{many}    \
-                     unsafe extern \"C\" fn serial({params}) -> c_int {{\n        \
-                     let Some(rt) = installed() else {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ next::{name}({args}) }};\n        \
-                     }};\n        \
+                    "{}\
                      // SAFETY: below MPI_THREAD_MULTIPLE (the caller checked).\n        \
                      if unsafe {{ thread::in_call_serial() }}.is_some() {{\n            \
                      // SAFETY: the caller's arguments, as MPI requires them.\n            \
                      return unsafe {{ next::{name}({args}) }};\n        \
                      }}\n        \
-                     {serial_part}\
-                     #[inline(never)]\n{many}    \
-                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
-                     crate::mpi::reached();\n        \
-                     let Some(rt) = started_runtime() else {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ next::{name}({args}) }};\n        \
-                     }};\n        \
+                     {plain_test}{to_shim}{}\
                      if rt.multiple {{\n            \
                      // SAFETY: the caller's arguments, as MPI requires them.\n            \
                      return unsafe {{ threaded({args}) }};\n        \
                      }}\n        \
                      // SAFETY: as above.\n        \
                      unsafe {{ serial({args}) }}\n    \
-                     }}\n    "
+                     }}\n",
+                    opening(&part, "serial", "", "installed"),
+                    opening(checked, "checked", reached, "started_runtime"),
                 )
                 .unwrap();
             } else if call.plain_first {
@@ -580,44 +581,26 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail.
                 write!(
                     out,
-                    "    #[inline(never)]\n{many}    \
-                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
-                     crate::mpi::reached();\n        \
-                     let Some(rt) = started_runtime() else {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ next::{name}({args}) }};\n        \
-                     }};\n        \
-                     // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
-                     if unsafe {{ {plain} }} {{\n            \
-                     // SAFETY: as above.\n            \
-                     return unsafe {{ {plain_mpi}({args}) }};\n        \
-                     }}\n        \
+                    "{}{plain_test}\
                      if thread::in_call(rt.multiple).is_some() {{\n            \
                      // SAFETY: as above.\n            \
                      return unsafe {{ next::{name}({args}) }};\n        \
                      }}\n        \
-                     // SAFETY: as above.\n        \
-                     unsafe {{ shim_side({args}{comma}rt) }}\n    \
-                     }}\n    "
+                     {to_shim}",
+                    opening(checked, "checked", reached, "started_runtime"),
                 )
                 .unwrap();
             } else {
                 write!(
                     out,
-                    "    #[inline(never)]\n{many}    \
-                     unsafe extern \"C\" fn checked({params}) -> c_int {{\n        \
-                     crate::mpi::reached();\n        \
-                     let Some(rt) = runtime() else {{\n            \
-                     // SAFETY: the caller's arguments, as MPI requires them.\n            \
-                     return unsafe {{ next::{name}({args}) }};\n        \
-                     }};\n        \
-                     {serial_part}"
+                    "{}{plain_test}{to_shim}",
+                    opening(checked, "checked", reached, "runtime"),
                 )
                 .unwrap();
             }
             write!(
                 out,
-                "// The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
+                "    // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
                  match serial_runtime() {{\n        \
                  // SAFETY: a test of the caller's arguments, valid as MPI requires them.\n        \
                  Some(rt) if unsafe {{ {plain} }} => {{\n            \

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Instructions by object and by function in callgrind's output (see ci/callgrind.sh).
+
+    callgrind-count.py NATIVE_OUT SHIM_OUT [CALL]
+
+Each OUT is the name callgrind wrote under `--dump-after=*MPI_Init* --dump-before=*MPI_Finalize*`:
+of its parts (OUT, OUT.1, ...) the one counted is the one dumped on the first entry into a
+finalize function, which holds everything from the end of `MPI_Init` on. Sums each cost line of the raw file under the object and function it belongs to: inlined
+code (an `fi=`/`fe=` file) stays its function's, and the inclusive cost after a `calls=` line
+is skipped, so every instruction counts once. callgrind_annotate's listing names the object on
+only some of an object's lines, so summing the lines it tags with a library misses most of
+that library's inlined code.
+"""
+import collections
+import glob
+import re
+import sys
+
+SHIM = "libmatchshim"
+
+
+def parse(path):
+    names = {"ob": {}, "fn": {}}
+    own = collections.Counter()  # (object, function) -> instructions
+    calls = collections.Counter()  # function called -> calls
+    ob = fn = callee = None
+    skip = False
+
+    def name(kind, text):
+        m = re.match(r"\((\d+)\)(?: (.*))?$", text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1))
+
+    with open(path, errors="replace") as lines:
+        for line in lines:
+            line = line.rstrip("\n")
+            if skip:
+                skip = False
+                continue
+            key, _, value = line.partition("=")
+            if key == "ob":
+                ob = name("ob", value)
+            elif key == "cob":
+                name("ob", value)
+            elif key == "fn":
+                fn = name("fn", value)
+            elif key == "cfn":
+                callee = name("fn", value)
+            elif key == "calls":
+                calls[callee] += int(value.split()[0])
+                skip = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                parts = line.split()
+                if len(parts) > 1 and parts[1].isdigit():
+                    own[(ob, fn)] += int(parts[1])
+    return own, calls
+
+
+def steady_part(base):
+    """The part of `base` that runs from the end of MPI_Init to MPI_Finalize."""
+    parts = [base] + sorted(glob.glob(glob.escape(base) + ".*"),
+                            key=lambda p: int(p.rsplit(".", 1)[1]) if p.rsplit(".", 1)[1].isdigit() else -1)
+    for path in parts[1:]:
+        with open(path, errors="replace") as lines:
+            for line in lines:
+                if line.startswith("desc: Trigger:"):
+                    if "--dump-before=" in line:
+                        return path
+                    break
+    sys.exit(f"callgrind-count: no part of {base} was dumped on entry to MPI_Finalize")
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__.strip().splitlines()[2].strip())
+    native, _ = parse(steady_part(sys.argv[1]))
+    shim, calls = parse(steady_part(sys.argv[2]))
+    per = sys.argv[3] if len(sys.argv) == 4 else None
+    n_native, n_shim = sum(native.values()), sum(shim.values())
+    mine = {fn: c for (ob, fn), c in shim.items() if ob and SHIM in ob}
+    n_mine = sum(mine.values())
+    print("from the end of MPI_Init to MPI_Finalize:")
+    print(f"rank's instructions: native {n_native:,}, under the shim {n_shim:,} "
+          f"({n_shim / max(n_native, 1):.3f}x), the shim's own {n_mine:,}")
+    if per:
+        n = calls.get(per, 0)
+        if n == 0:
+            sys.exit(f"callgrind-count: the program made no call to {per} under the shim")
+        print(f"per {per} ({n:,} calls): the shim's own {n_mine / n:.1f}, "
+              f"the difference {(n_shim - n_native) / n:.1f}")
+    print(f"{'own':>12} {'calls':>10} {'own/call':>9}  the shim's function")
+    for fn, c in sorted(mine.items(), key=lambda kv: -kv[1])[:20]:
+        n = calls.get(fn, 0)
+        each = f"{c / n:9.1f}" if n else f"{'':>9}"
+        print(f"{c:>12,} {n:>10,} {each}  {fn}")
+
+
+if __name__ == "__main__":
+    main()

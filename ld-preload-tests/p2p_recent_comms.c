@@ -7,7 +7,7 @@
  * and round it was sent in: it must arrive on that communicator, in that round. */
 #include "common.h"
 
-#define DUPS 6
+#define DUPS 10
 #define ROUNDS 700
 #define REMAKE_EVERY 50
 #define LEN 4

@@ -48,7 +48,7 @@ impl<T> Serial<T> {
 }
 
 /// How many communicators [`Recent`] holds.
-const RECENT: usize = 4;
+const RECENT: usize = 8;
 
 /// The communicators looked up last, newest first, for the plain paths: a program that turns
 /// between a few (its own and a library's duplicate, rows and columns of a grid) finds each of

@@ -578,16 +578,37 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 .unwrap();
             } else if call.plain_first {
                 // A call made from inside the shim goes to MPI as the plain path does: that
-                // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail.
+                // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail,
+                // in a part of its own, so that `checked` saves no registers and jumps to MPI.
                 write!(
                     out,
-                    "{}{plain_test}\
+                    "{}\
                      if thread::in_call(rt.multiple).is_some() {{\n            \
                      // SAFETY: as above.\n            \
                      return unsafe {{ next::{name}({args}) }};\n        \
                      }}\n        \
-                     {to_shim}",
-                    opening(checked, "checked", reached, "started_runtime"),
+                     {to_shim}{}{plain_test}\
+                     // SAFETY: as above.\n        \
+                     unsafe {{ unplain({args}) }}\n    \
+                     }}\n",
+                    opening(
+                        "    // Out of line: `checked` jumps to it.\n    #[inline(never)]\n",
+                        "unplain",
+                        reached,
+                        "started_runtime"
+                    ),
+                    opening(
+                        checked,
+                        "checked",
+                        &format!(
+                            "// A tool is probed: `unplain` notes that the call reached the shim.\n        \
+                             if crate::mpi::probing() {{\n            \
+                             // SAFETY: the caller's arguments, as MPI requires them.\n            \
+                             return unsafe {{ unplain({args}) }};\n        \
+                             }}\n        "
+                        ),
+                        "started_runtime"
+                    ),
                 )
                 .unwrap();
             } else {

@@ -3,7 +3,8 @@
 
     callgrind-count.py NATIVE_OUT SHIM_OUT [CALL]
 
-Each OUT is the name callgrind wrote under `--dump-after=*MPI_Init* --dump-before=*MPI_Finalize*`:
+Each OUT is the name callgrind wrote under `--dump-after=*MPI_Init --dump-after=*MPI_Init_thread
+--dump-before=*MPI_Finalize` (so not `MPI_Initialized` or `MPI_Finalized`):
 of its parts (OUT, OUT.1, ...) the one counted is the one dumped on the first entry into a
 finalize function, which holds everything from the end of `MPI_Init` on. Sums each cost line of the raw file under the object and function it belongs to: inlined
 code (an `fi=`/`fe=` file) stays its function's, and the inclusive cost after a `calls=` line

@@ -47,7 +47,8 @@ cat >"$wrapper" <<'EOF'
 #!/bin/sh
 r=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-}}
 [ "$r" = "$CALLGRIND_RANK" ] || exec "$@"
-exec valgrind --tool=callgrind --dump-after='*MPI_Init*' --dump-before='*MPI_Finalize*' \
+exec valgrind --tool=callgrind --dump-after='*MPI_Init' --dump-after='*MPI_Init_thread' \
+    --dump-before='*MPI_Finalize' \
     --callgrind-out-file="$CALLGRIND_OUT" "$@" 2>"$CALLGRIND_OUT.log"
 EOF
 chmod +x "$wrapper"

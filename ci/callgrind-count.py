@@ -2,6 +2,7 @@
 """Instructions by object and by function in callgrind's output (see ci/callgrind.sh).
 
     callgrind-count.py NATIVE_OUT SHIM_OUT [CALL]
+    callgrind-count.py --self-test
 
 Each OUT is the name callgrind wrote under `--dump-after=*MPI_Init --dump-after=*MPI_Init_thread
 --dump-before=*MPI_Finalize` (so not `MPI_Initialized` or `MPI_Finalized`):
@@ -74,7 +75,52 @@ def steady_part(base):
     sys.exit(f"callgrind-count: no part of {base} was dumped on entry to MPI_Finalize")
 
 
+def self_test():
+    """Counts a small file written as callgrind writes them: inlined lines (`fi=`/`fe=`) stay
+    their object's, a call's inclusive cost is not counted again, and the part dumped on
+    entry into MPI_Finalize is the one read."""
+    import tempfile
+    part = """version: 1
+creator: self-test
+positions: line
+events: Ir
+desc: Trigger: {trigger}
+ob=(1) /lib/libmatchshim.so
+fl=(1) entry.rs
+fn=(1) MPI_Recv
+10 5
+fi=(2) inlined.rs
+20 7
+fe=(1)
+11 3
+cob=(2) /lib/libmpi.so
+cfi=(3) ???
+cfn=(2) PMPI_Recv
+calls=2 0
+12 1000
+ob=(2)
+fl=(3)
+fn=(2)
+0 {mpi}
+"""
+    with tempfile.TemporaryDirectory() as d:
+        base = f"{d}/out"
+        for name, trigger, mpi in [("", "Program termination", 1),
+                                   (".1", "--dump-after=PMPI_Init_thread", 50000),
+                                   (".2", "--dump-before=MPI_Finalize", 400)]:
+            with open(base + name, "w") as f:
+                f.write(part.format(trigger=trigger, mpi=mpi))
+        own, calls = parse(steady_part(base))
+    shim = sum(c for (ob, _), c in own.items() if SHIM in ob)
+    assert shim == 15, f"the shim's own: {shim}, not 15"
+    assert sum(own.values()) == 415, f"all: {sum(own.values())}, not 415"
+    assert calls["PMPI_Recv"] == 2, f"calls: {calls['PMPI_Recv']}, not 2"
+    print("callgrind-count: self-test passed")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__.strip().splitlines()[2].strip())
     native, _ = parse(steady_part(sys.argv[1]))

@@ -30,6 +30,8 @@ step build_shim openmpi
 step cargo test --release
 # The exported symbols of both shims are those crates/shim/calls.list lists.
 step ci/calls-test.sh --mpi all
+# ci/callgrind.sh's counter reads callgrind's file as callgrind writes it.
+step python3 ci/callgrind-count.py --self-test
 # The gpu engine's kernels compile to PTX (NVRTC from PyPI; no GPU needed).
 step ci/gpu-ptx.sh
 # The installed command and both shims, with the source tree out of reach.

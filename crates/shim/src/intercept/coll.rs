@@ -85,13 +85,15 @@ unsafe fn collective(
 /// A blocking collective's plain path: true (and counted as a call MPI ran) when MPI runs it
 /// as the program made it with nothing for the shim to do first: `MATCHSHIM_COLL=native`, or
 /// `auto` where the shim's algorithm never pays at this size, on a communicator that makes no
-/// MPI-4 matching assertion, with no receive waiting in the shim.
+/// MPI-4 matching assertion, with no receive waiting in the shim. The entry point's inline
+/// test knows only the communicators looked up last ([`View::plain_comm`]): it then calls
+/// nothing before MPI, and its out-of-line part asks the table.
 #[inline]
 pub fn plainly_mpi(view: impl View, comm: MPI_Comm, kind: Kind) -> bool {
     let rt = view.rt();
-    let mpi_runs = match rt.comms.registered(comm) {
+    let mpi_runs = match view.plain_comm(comm) {
         Some(c) => mpi_runs_on(rt, c, kind),
-        None => mpi_runs_unregistered(rt, comm, kind),
+        None => view.looks_up() && mpi_runs_unregistered(rt, comm, kind),
     };
     if mpi_runs && !view.needs_progress() {
         COLLECTIVES.passed_to_mpi(kind);
@@ -113,9 +115,9 @@ pub fn plainly_mpi_gather(
     recv: (c_int, MPI_Datatype),
 ) -> bool {
     let rt = view.rt();
-    let mpi_runs = match rt.comms.registered(comm) {
+    let mpi_runs = match view.plain_comm(comm) {
         Some(c) => mpi_runs_on(rt, c, Kind::Gather) || mpi_runs_gather(rt, c, root, send, recv),
-        None => mpi_runs_unregistered(rt, comm, Kind::Gather),
+        None => view.looks_up() && mpi_runs_unregistered(rt, comm, Kind::Gather),
     };
     if mpi_runs && !view.needs_progress() {
         COLLECTIVES.passed_to_mpi(Kind::Gather);

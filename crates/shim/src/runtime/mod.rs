@@ -143,6 +143,10 @@ pub trait View: Copy {
     /// the full path (which registers it).
     fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm>;
 
+    /// Whether [`View::plain_comm`] looked in the table, so that `None` says the shim has not
+    /// registered the communicator (not only that it was not looked up last).
+    fn looks_up(self) -> bool;
+
     /// A single-completion call on `handle` can go to MPI as it is: the handle is MPI's own
     /// (not even followed) and nothing waits for the shim's progress.
     #[inline(always)]
@@ -209,6 +213,10 @@ impl View for &'static Runtime {
     fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm> {
         self.comms.registered(handle)
     }
+    #[inline(always)]
+    fn looks_up(self) -> bool {
+        true
+    }
 }
 
 /// The runtime on the serial plain path ([`serial_runtime`]).
@@ -233,6 +241,10 @@ impl View for Serial {
     #[inline(always)]
     fn plain_comm(self, handle: MPI_Comm) -> Option<&'static Comm> {
         self.0.comms.last_serial(handle)
+    }
+    #[inline(always)]
+    fn looks_up(self) -> bool {
+        false
     }
 }
 

@@ -7,9 +7,10 @@
 Each OUT is the name callgrind wrote under `--dump-after=*MPI_Init --dump-after=*MPI_Init_thread
 --dump-before=*MPI_Finalize` (so not `MPI_Initialized` or `MPI_Finalized`):
 of its parts (OUT, OUT.1, ...) the one counted is the one dumped on the first entry into a
-finalize function, which holds everything from the end of `MPI_Init` on. Sums each cost line of the raw file under the object and function it belongs to: inlined
-code (an `fi=`/`fe=` file) stays its function's, and the inclusive cost after a `calls=` line
-is skipped, so every instruction counts once. callgrind_annotate's listing names the object on
+finalize function, which holds everything from the end of `MPI_Init` on. Sums each cost line
+of the raw file under the object and function it belongs to: inlined code (an `fi=`/`fe=`
+file) stays its function's, and the inclusive cost after a `calls=` line is skipped, so every
+instruction counts once. callgrind_annotate's listing names the object on
 only some of an object's lines, so summing the lines it tags with a library misses most of
 that library's inlined code.
 """
@@ -63,9 +64,10 @@ def parse(path):
 
 def steady_part(base):
     """The part of `base` that runs from the end of MPI_Init to MPI_Finalize."""
-    parts = [base] + sorted(glob.glob(glob.escape(base) + ".*"),
-                            key=lambda p: int(p.rsplit(".", 1)[1]) if p.rsplit(".", 1)[1].isdigit() else -1)
-    for path in parts[1:]:
+    # Parts are OUT.1, OUT.2, ... in the order dumped; OUT.log and OUT.stdout are not parts.
+    numbered = {int(p.rsplit(".", 1)[1]): p for p in glob.glob(glob.escape(base) + ".*")
+                if p.rsplit(".", 1)[1].isdigit()}
+    for _, path in sorted(numbered.items()):
         with open(path, errors="replace") as lines:
             for line in lines:
                 if line.startswith("desc: Trigger:"):

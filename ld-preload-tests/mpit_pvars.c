@@ -11,16 +11,16 @@
 #define BURST 64
 #define TAG 7
 
-enum { POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, TIME, NVARS };
+enum { POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, TIME, IN_MPI, NVARS };
 static const char *const names[NVARS] = {
     "matchshim_posted_length", "matchshim_unexpected_length", "matchshim_mode",
     "matchshim_takeovers", "matchshim_switches", "matchshim_matches", "matchshim_delegated_receives",
-    "matchshim_match_time_ns",
+    "matchshim_match_time_ns", "matchshim_mpi_receives",
 };
 static const int classes[NVARS] = {
     MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_STATE,
     MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER,
-    MPI_T_PVAR_CLASS_TIMER,
+    MPI_T_PVAR_CLASS_TIMER, MPI_T_PVAR_CLASS_LEVEL,
 };
 
 static int shim;                 /* the shim is loaded */

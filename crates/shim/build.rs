@@ -116,6 +116,9 @@ struct Call {
     plain_mpi: Option<String>,
     /// The plain test only reads: it comes before the test of a call made from inside the shim.
     plain_first: bool,
+    /// With `plain_first`, before the full path: MPI's own call where the only handle the shim
+    /// knows among the call's is a receive it follows, or `None`.
+    followed: Option<String>,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
     native: Option<String>,
@@ -190,6 +193,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
             "plain_first" => call.plain_first = true,
+            "followed" => call.followed = Some(value),
             "large_count" => call.large_count = true,
             "blocking" => call.blocking = true,
             "mpi4" => call.mpi4 = true,
@@ -230,6 +234,9 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         }
         if call.plain_first && (call.plain.is_none() || call.threaded.is_some()) {
             return fail("`plain_first` orders `plain` without `threaded`: one is wrong");
+        }
+        if call.followed.is_some() && !call.plain_first {
+            return fail("`followed` goes with `plain_first`");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -577,6 +584,14 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 )
                 .unwrap();
             } else if call.plain_first {
+                let followed = call.followed.as_ref().map_or(String::new(), |f| {
+                    format!(
+                        "// SAFETY: the caller's arguments, as MPI requires them.\n        \
+                         if let Some(code) = unsafe {{ crate::intercept::{f}(rt, {args}) }} {{\n            \
+                         return code;\n        \
+                         }}\n        "
+                    )
+                });
                 // A call made from inside the shim goes to MPI as the plain path does: that
                 // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail,
                 // in a part of its own, so that `checked` saves no registers and jumps to MPI.
@@ -587,7 +602,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                      // SAFETY: as above.\n            \
                      return unsafe {{ next::{name}({args}) }};\n        \
                      }}\n        \
-                     {to_shim}{}{plain_test}\
+                     {followed}{to_shim}{}{plain_test}\
                      // SAFETY: as above.\n        \
                      unsafe {{ unplain({args}) }}\n    \
                      }}\n",

@@ -525,6 +525,11 @@ impl Takeover {
         self.takeovers.load(Relaxed)
     }
 
+    /// Receives MPI holds as counted: the followed ones, each standing for [`FOLLOW_EVERY`].
+    pub fn receives_in_mpi(&self) -> u64 {
+        self.outstanding.load(Relaxed) as u64
+    }
+
     /// Receives that went to MPI while it matched.
     pub fn delegated_receives(&self) -> u64 {
         let sum = self.counters();

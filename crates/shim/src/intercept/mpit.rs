@@ -31,7 +31,7 @@ struct Var {
     value: fn(&Runtime, &Comm) -> u64,
 }
 
-static VARS: [Var; 8] = [
+static VARS: [Var; 9] = [
     Var {
         name: c"matchshim_posted_length",
         class: Class::Level,
@@ -76,6 +76,12 @@ static VARS: [Var; 8] = [
         class: Class::Counter,
         desc: c"Receives on the communicator that went to MPI while MPI matched for it",
         value: |_, comm| comm.takeover.delegated_receives(),
+    },
+    Var {
+        name: c"matchshim_mpi_receives",
+        class: Class::Level,
+        desc: c"Receives MPI holds for the communicator as the shim counts them: one posted in 64 is followed to its completion and stands for 64",
+        value: |_, comm| comm.takeover.receives_in_mpi(),
     },
     Var {
         name: c"matchshim_match_time_ns",

@@ -164,14 +164,12 @@ pub trait View: Copy {
         if self.needs_progress() {
             return false;
         }
-        if count <= 0 || requests.is_null() {
+        let registry = &self.rt().requests;
+        if registry.knows_none() || count <= 0 || requests.is_null() {
             return true;
         }
-        let registry = &self.rt().requests;
         // SAFETY: as the caller promises.
-        unsafe { std::slice::from_raw_parts(requests, count as usize) }
-            .iter()
-            .all(|&r| registry.surely_unknown(r))
+        registry.surely_none_of(unsafe { std::slice::from_raw_parts(requests, count as usize) })
     }
 
     /// `MPI_Waitall`'s plain test: [`View::plainly_completed_all`], where the requests the

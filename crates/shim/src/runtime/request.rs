@@ -189,6 +189,9 @@ pub struct Registry {
     /// The one handle registered while exactly one is (a followed receive, mostly), else
     /// [`NO_SOLE`]: an array is then searched for it by comparison alone.
     sole: AtomicUsize,
+    /// `sole` while it is a followed receive ([`Request::Delegated`]), else [`NO_SOLE`]: a
+    /// completion call whose only known handle it is goes to MPI without the table.
+    sole_followed: AtomicUsize,
 }
 
 const NO_SOLE: usize = usize::MAX;
@@ -275,17 +278,50 @@ impl Registry {
             table: Mutex::new(Table::default()),
             filter: AtomicU64::new(0),
             sole: AtomicUsize::new(NO_SOLE),
+            sole_followed: AtomicUsize::new(NO_SOLE),
         }
     }
 
-    /// Sets `sole` from the table, under its lock.
+    /// Sets `sole` and `sole_followed` from the table, under its lock.
     fn refresh_sole(&self, table: &Table) {
-        let sole = if table.requests.len() == 1 {
-            table.requests.keys().next().copied().unwrap_or(NO_SOLE)
-        } else {
-            NO_SOLE
+        let (sole, followed) = match table.requests.iter().next() {
+            Some((&key, request)) if table.requests.len() == 1 => {
+                let followed = matches!(request, Request::Delegated(_));
+                (key, if followed { key } else { NO_SOLE })
+            }
+            _ => (NO_SOLE, NO_SOLE),
         };
         self.sole.store(sole, Release);
+        self.sole_followed.store(followed, Release);
+    }
+
+    /// Where the only handle the shim knows is among `handles`, if that one is a receive MPI
+    /// holds that the shim follows: every other handle there is MPI's own, so MPI's call
+    /// completes them all, and [`Registry::settle_followed`] counts it out once completed.
+    #[inline]
+    pub fn sole_followed_in(&self, handles: &[MPI_Request]) -> Option<usize> {
+        let key = self.sole_followed.load(Acquire);
+        if key == NO_SOLE {
+            return None;
+        }
+        // A poll's few handles are compared one by one, without the blocks' set-up.
+        if handles.len() <= 8 {
+            handles.iter().position(|h| h.key() == key)
+        } else {
+            position_of(handles, key)
+        }
+    }
+
+    /// MPI completed `handle`, a receive the shim followed: it is counted out.
+    pub fn settle_followed(&self, handle: MPI_Request) {
+        let key = handle.key();
+        let mut table = self.table.lock();
+        if matches!(table.requests.get(&key), Some(Request::Delegated(_))) {
+            if let Some(request) = self.remove_locked(&mut table, key) {
+                drop(table);
+                request.completed_in_mpi();
+            }
+        }
     }
 
     pub fn insert(&self, handle: MPI_Request, request: Request) {
@@ -305,6 +341,20 @@ impl Registry {
     #[inline]
     pub fn surely_unknown(&self, handle: MPI_Request) -> bool {
         !self.maybe_known(handle.key())
+    }
+
+    /// True while the shim knows no handle at all: then no array needs a look.
+    #[inline]
+    pub fn knows_none(&self) -> bool {
+        self.filter.load(Acquire) == 0
+    }
+
+    /// True when no handle among `handles` is one the shim knows, against one reading of the
+    /// filter (a handle is registered before its caller can pass it on).
+    #[inline]
+    pub fn surely_none_of(&self, handles: &[MPI_Request]) -> bool {
+        let filter = self.filter.load(Acquire);
+        handles.iter().all(|h| filter & filter_bit(h.key()) == 0)
     }
 
     #[inline]
@@ -362,11 +412,13 @@ impl Registry {
 
     pub fn remove(&self, handle: MPI_Request) {
         let mut table = self.table.lock();
-        if table.requests.remove(&handle.key()).is_none() {
-            return;
-        }
+        self.remove_locked(&mut table, handle.key());
+    }
+
+    fn remove_locked(&self, table: &mut Table, key: usize) -> Option<Request> {
+        let request = table.requests.remove(&key)?;
         table.removals += 1;
-        self.refresh_sole(&table);
+        self.refresh_sole(table);
         // A rebuild reads the whole table: as many removals as entries pay for it.
         let due = REBUILD_EVERY.max(table.requests.len().min(u32::MAX as usize) as u32);
         if table.requests.is_empty() || table.removals >= due {
@@ -374,5 +426,6 @@ impl Registry {
             let filter = table.requests.keys().fold(0, |f, &k| f | filter_bit(k));
             self.filter.store(filter, Release);
         }
+        Some(request)
     }
 }

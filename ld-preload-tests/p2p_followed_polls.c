@@ -1,0 +1,125 @@
+/* ranks: 2 */
+/* Polling one receive at a time until its message comes, with each completion call in turn
+ * (MPI_Test, Testany, Testall, Testsome, Waitany, Waitsome), the receive beside an inactive
+ * handle: rank 0 posts a receive, polls it a few times while nothing can have been sent, then
+ * lets rank 1 send. Every message arrives once, in order, with its status, and the call says
+ * which handle completed. The shim follows one receive in 64 that MPI holds to its completion;
+ * under the shim, once every receive completed, its count of receives MPI holds for the
+ * communicator (MPI_T `matchshim_mpi_receives`) is 0 again, whichever call completed them.
+ * p2p_followed_polls_mt.c runs it at MPI_THREAD_MULTIPLE. */
+#define _GNU_SOURCE
+#include "common.h"
+#include <dlfcn.h>
+
+#define ROUNDS 640 /* ten receives followed in each of the six calls' turns */
+#define TAG 5
+#define GO 6
+
+enum { TEST, TESTANY, TESTALL, TESTSOME, WAITANY, WAITSOME, NCALLS };
+static const char *const call_names[NCALLS] = {"test",     "testany", "testall",
+                                               "testsome", "waitany", "waitsome"};
+
+/* One call on r[0] (the receive) and r[1] (MPI_REQUEST_NULL): 1 when it completed r[0]. */
+static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
+{
+    int flag = 0, index = -1, outcount = 0, indices[2];
+    MPI_Status sts[2];
+    switch (call) {
+    case TEST:
+        CHK(MPI_Test(&r[0], &flag, st));
+        return flag;
+    case TESTANY:
+        CHK(MPI_Testany(2, r, &index, &flag, st));
+        if (flag)
+            EXPECT(index == 0, "testany: index %d", index);
+        return flag;
+    case TESTALL:
+        CHK(MPI_Testall(2, r, &flag, sts));
+        if (flag)
+            *st = sts[0];
+        return flag;
+    case TESTSOME:
+        CHK(MPI_Testsome(2, r, &outcount, indices, sts));
+        if (outcount > 0) {
+            EXPECT(outcount == 1 && indices[0] == 0, "testsome: %d, index %d", outcount,
+                   indices[0]);
+            *st = sts[0];
+        }
+        return outcount > 0;
+    case WAITANY:
+        CHK(MPI_Waitany(2, r, &index, st));
+        EXPECT(index == 0, "waitany: index %d", index);
+        return 1;
+    default:
+        CHK(MPI_Waitsome(2, r, &outcount, indices, sts));
+        EXPECT(outcount == 1 && indices[0] == 0, "waitsome: %d, index %d", outcount, indices[0]);
+        *st = sts[0];
+        return 1;
+    }
+}
+
+static void polls(int call)
+{
+    int peer = 1 - t_rank, go = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        int buf[4] = {-1, -1, -1, -1};
+        if (t_rank == 0) {
+            MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+            MPI_Status st;
+            CHK(MPI_Irecv(buf, 4, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]));
+            int done = 0;
+            if (call != WAITANY && call != WAITSOME)
+                for (int i = 0; i < 3 && !done; i++)
+                    done = poll_once(call, r, &st);
+            EXPECT(!done, "%s: completed before anything was sent", call_names[call]);
+            CHK(MPI_Send(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD));
+            while (!done)
+                done = poll_once(call, r, &st);
+            EXPECT(r[0] == MPI_REQUEST_NULL, "%s: the completed request stays", call_names[call]);
+            EXPECT_MSG(buf, 4, peer, TAG, round, st);
+        } else {
+            int out[4];
+            fill(out, 4, t_rank, TAG, round);
+            CHK(MPI_Recv(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHK(MPI_Send(out, 4, MPI_INT, peer, TAG, MPI_COMM_WORLD));
+        }
+    }
+    report(call_names[call]);
+}
+
+/* The shim's count of receives MPI holds for MPI_COMM_WORLD. */
+static unsigned long long receives_in_mpi(void)
+{
+    int provided, index, count;
+    unsigned long long value = 0;
+    MPI_T_pvar_session session;
+    MPI_T_pvar_handle handle;
+    MPI_Comm world = MPI_COMM_WORLD;
+    CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    CHK(MPI_T_pvar_session_create(&session));
+    CHK(MPI_T_pvar_get_index("matchshim_mpi_receives", MPI_T_PVAR_CLASS_LEVEL, &index));
+    CHK(MPI_T_pvar_handle_alloc(session, index, &world, &handle, &count));
+    CHK(MPI_T_pvar_read(session, handle, &value));
+    CHK(MPI_T_pvar_handle_free(session, &handle));
+    CHK(MPI_T_pvar_session_free(&session));
+    CHK(MPI_T_finalize());
+    return value;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef FOLLOWED_POLLS_MULTIPLE
+    if (!t_init_multiple(&argc, &argv, "followed_polls"))
+        return t_finish();
+#else
+    t_init(&argc, &argv);
+#endif
+    for (int call = 0; call < NCALLS; call++)
+        polls(call);
+    if (dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL) {
+        unsigned long long held = receives_in_mpi();
+        EXPECT(held == 0, "the shim counts %llu receives in MPI after all completed", held);
+    }
+    report("counted_out");
+    return t_finish();
+}

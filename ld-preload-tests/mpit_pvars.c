@@ -15,7 +15,7 @@ enum { POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, TIME, 
 static const char *const names[NVARS] = {
     "matchshim_posted_length", "matchshim_unexpected_length", "matchshim_mode",
     "matchshim_takeovers", "matchshim_switches", "matchshim_matches", "matchshim_delegated_receives",
-    "matchshim_match_time_ns", "matchshim_mpi_receives",
+    "matchshim_match_time_ns", "matchshim_receives_in_mpi",
 };
 static const int classes[NVARS] = {
     MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_STATE,

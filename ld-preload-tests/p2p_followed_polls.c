@@ -5,7 +5,7 @@
  * lets rank 1 send. Every message arrives once, in order, with its status, and the call says
  * which handle completed. The shim follows one receive in 64 that MPI holds to its completion;
  * under the shim, once every receive completed, its count of receives MPI holds for the
- * communicator (MPI_T `matchshim_mpi_receives`) is 0 again, whichever call completed them.
+ * communicator (MPI_T `matchshim_receives_in_mpi`) is 0 again, whichever call completed them.
  * p2p_followed_polls_mt.c runs it at MPI_THREAD_MULTIPLE. */
 #define _GNU_SOURCE
 #include "common.h"
@@ -97,7 +97,7 @@ static unsigned long long receives_in_mpi(void)
     MPI_Comm world = MPI_COMM_WORLD;
     CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
     CHK(MPI_T_pvar_session_create(&session));
-    CHK(MPI_T_pvar_get_index("matchshim_mpi_receives", MPI_T_PVAR_CLASS_LEVEL, &index));
+    CHK(MPI_T_pvar_get_index("matchshim_receives_in_mpi", MPI_T_PVAR_CLASS_LEVEL, &index));
     CHK(MPI_T_pvar_handle_alloc(session, index, &world, &handle, &count));
     CHK(MPI_T_pvar_read(session, handle, &value));
     CHK(MPI_T_pvar_handle_free(session, &handle));

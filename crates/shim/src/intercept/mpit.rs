@@ -78,7 +78,7 @@ static VARS: [Var; 9] = [
         value: |_, comm| comm.takeover.delegated_receives(),
     },
     Var {
-        name: c"matchshim_mpi_receives",
+        name: c"matchshim_receives_in_mpi",
         class: Class::Level,
         desc: c"Receives MPI holds for the communicator as the shim counts them: one posted in 64 is followed to its completion and stands for 64",
         value: |_, comm| comm.takeover.receives_in_mpi(),

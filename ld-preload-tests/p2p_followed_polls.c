@@ -1,6 +1,7 @@
 /* ranks: 2 */
 /* Polling one receive at a time until its message comes, with each completion call in turn
- * (MPI_Test, Testany, Testall, Testsome, Waitany, Waitsome), the receive beside an inactive
+ * (MPI_Test, Testany, Testall, Testsome, Waitany, Waitsome, and MPI_Request_get_status, then
+ * MPI_Wait), the receive beside an inactive
  * handle: rank 0 posts a receive, polls it a few times while nothing can have been sent, then
  * lets rank 1 send. Every message arrives once, in order, with its status, and the call says
  * which handle completed. The shim follows one receive in 64 that MPI holds to its completion;
@@ -11,13 +12,13 @@
 #include "common.h"
 #include <dlfcn.h>
 
-#define ROUNDS 384 /* six receives followed in each of the six calls' turns */
+#define ROUNDS 384 /* six receives followed in each of the seven calls' turns */
 #define TAG 5
 #define GO 6
 
-enum { TEST, TESTANY, TESTALL, TESTSOME, WAITANY, WAITSOME, NCALLS };
-static const char *const call_names[NCALLS] = {"test",     "testany", "testall",
-                                               "testsome", "waitany", "waitsome"};
+enum { TEST, TESTANY, TESTALL, TESTSOME, WAITANY, WAITSOME, GET_STATUS, NCALLS };
+static const char *const call_names[NCALLS] = {"test",    "testany",  "testall",   "testsome",
+                                               "waitany", "waitsome", "get_status"};
 
 /* One call on r[0] (the receive) and r[1] (MPI_REQUEST_NULL): 1 when it completed r[0]. */
 static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
@@ -50,11 +51,18 @@ static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
         CHK(MPI_Waitany(2, r, &index, st));
         EXPECT(index == 0, "waitany: index %d", index);
         return 1;
-    default:
+    case WAITSOME:
         CHK(MPI_Waitsome(2, r, &outcount, indices, sts));
         EXPECT(outcount == 1 && indices[0] == 0, "waitsome: %d, index %d", outcount, indices[0]);
         *st = sts[0];
         return 1;
+    default:
+        CHK(MPI_Request_get_status(r[0], &flag, st));
+        if (flag) {
+            EXPECT(r[0] != MPI_REQUEST_NULL, "get_status freed the request");
+            CHK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
+        }
+        return flag;
     }
 }
 

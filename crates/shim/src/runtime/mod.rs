@@ -154,6 +154,16 @@ pub trait View: Copy {
         self.rt().requests.surely_unknown(handle) && !self.needs_progress()
     }
 
+    /// A look at `handle` that leaves it (`MPI_Request_get_status`) can go to MPI as it is:
+    /// the handle is MPI's own, or the receive MPI holds that the shim follows (counted out
+    /// only when completed), and nothing waits for the shim's progress.
+    #[inline(always)]
+    fn plainly_inspected(self, handle: MPI_Request) -> bool {
+        let requests = &self.rt().requests;
+        (requests.surely_unknown(handle) || requests.is_sole_followed(handle))
+            && !self.needs_progress()
+    }
+
     /// A completion call over `count` handles at `requests` can go to MPI as it is: none of
     /// them is the shim's (nor followed) and nothing waits for the shim's progress.
     ///

@@ -295,6 +295,13 @@ impl Registry {
         self.sole_followed.store(followed, Release);
     }
 
+    /// Whether `handle` is the only handle the shim knows and a receive MPI holds that it
+    /// follows.
+    #[inline]
+    pub fn is_sole_followed(&self, handle: MPI_Request) -> bool {
+        self.sole_followed.load(Acquire) == handle.key()
+    }
+
     /// Where the only handle the shim knows is among `handles`, if that one is a receive MPI
     /// holds that the shim follows: every other handle there is MPI's own, so MPI's call
     /// completes them all, and [`Registry::settle_followed`] counts it out once completed.

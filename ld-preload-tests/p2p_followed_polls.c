@@ -1,12 +1,13 @@
 /* ranks: 2 */
 /* Polling one receive at a time until its message comes, with each completion call in turn
  * (MPI_Test, Testany, Testall, Testsome, Waitany, Waitsome, and MPI_Request_get_status, then
- * MPI_Wait), the receive beside an inactive
- * handle: rank 0 posts a receive, polls it a few times while nothing can have been sent, then
- * lets rank 1 send. Every message arrives once, in order, with its status, and the call says
- * which handle completed. The shim follows one receive in 64 that MPI holds to its completion;
- * under the shim, once every receive completed, its count of receives MPI holds for the
- * communicator (MPI_T `matchshim_receives_in_mpi`) is 0 again, whichever call completed them.
+ * MPI_Wait), the receive beside an inactive handle: rank 0 posts a receive, polls it a few
+ * times while nothing can have been sent, then lets rank 1 send. Every message arrives once,
+ * in order, with its status, and the call says which handle completed. Then a persistent
+ * receive, started and completed by MPI_Waitall as often. The shim follows one receive in 64
+ * that MPI holds, and every start of a persistent one, to its completion; under the shim, once
+ * every receive completed, its count of receives MPI holds for the communicator (MPI_T
+ * `matchshim_receives_in_mpi`) is 0 again, whichever call completed them.
  * p2p_followed_polls_mt.c runs it at MPI_THREAD_MULTIPLE. */
 #define _GNU_SOURCE
 #include "common.h"
@@ -95,6 +96,34 @@ static void polls(int call)
     report(call_names[call]);
 }
 
+/* A persistent receive started ROUNDS times, each start completed by MPI_Waitall beside an
+ * inactive handle: MPI keeps the request, the shim counts each start MPI runs. */
+static void persistent_waitall(void)
+{
+    int peer = 1 - t_rank, go = 0, buf[4];
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (t_rank == 0)
+        CHK(MPI_Recv_init(buf, 4, MPI_INT, peer, TAG, MPI_COMM_WORLD, &r[0]));
+    for (int round = 0; round < ROUNDS; round++) {
+        if (t_rank == 0) {
+            MPI_Status sts[2];
+            CHK(MPI_Start(&r[0]));
+            CHK(MPI_Send(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD));
+            CHK(MPI_Waitall(2, r, sts));
+            EXPECT(r[0] != MPI_REQUEST_NULL, "waitall freed the persistent request");
+            EXPECT_MSG(buf, 4, peer, TAG, round, sts[0]);
+        } else {
+            int out[4];
+            fill(out, 4, t_rank, TAG, round);
+            CHK(MPI_Recv(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHK(MPI_Send(out, 4, MPI_INT, peer, TAG, MPI_COMM_WORLD));
+        }
+    }
+    if (t_rank == 0)
+        CHK(MPI_Request_free(&r[0]));
+    report("persistent_waitall");
+}
+
 /* The shim's count of receives MPI holds for MPI_COMM_WORLD. */
 static unsigned long long receives_in_mpi(void)
 {
@@ -124,6 +153,7 @@ int main(int argc, char **argv)
 #endif
     for (int call = 0; call < NCALLS; call++)
         polls(call);
+    persistent_waitall();
     if (dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL) {
         unsigned long long held = receives_in_mpi();
         EXPECT(held == 0, "the shim counts %llu receives in MPI after all completed", held);

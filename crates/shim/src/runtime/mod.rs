@@ -571,8 +571,9 @@ impl Runtime {
         outcome.expect("completed")
     }
 
-    /// Whether the handles the shim knows among `handles` are all receives MPI holds that it
-    /// follows; if so, MPI's own call completes them, and they are counted out now.
+    /// Whether the handles the shim knows among `handles` are all receives MPI holds (followed
+    /// ones, and persistent ones MPI started or that are inactive); if so, MPI's own call
+    /// completes them, and they are counted out now.
     #[inline]
     fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
         match self.requests.first_maybe_known(handles) {
@@ -585,15 +586,14 @@ impl Runtime {
     #[inline(never)]
     fn delegated_only_from(&self, handles: &[MPI_Request], first: usize) -> bool {
         let known = self.requests.known_from(handles, first);
-        if !known
-            .iter()
-            .all(|(_, r)| matches!(r, request::Request::Delegated(_)))
-        {
+        if !known.iter().all(|(_, r)| r.completes_in_mpi()) {
             return false;
         }
         for (i, request) in known {
             request.completed_in_mpi();
-            self.requests.remove(handles[i]);
+            if matches!(request, request::Request::Delegated(_)) {
+                self.requests.remove(handles[i]);
+            }
         }
         true
     }

@@ -162,6 +162,17 @@ impl Request {
         }
     }
 
+    /// MPI's own completion call completes it as MPI would without the shim: a followed
+    /// receive, or a persistent receive whose start MPI runs or that is inactive (MPI's
+    /// request is then inactive too, and MPI gives the empty status).
+    pub fn completes_in_mpi(&self) -> bool {
+        match self {
+            Request::Delegated(_) => true,
+            Request::Persistent(p) => p.current.lock().is_none(),
+            Request::Op(_) => false,
+        }
+    }
+
     /// MPI completed (or the user freed) the request: what the shim counted for it goes.
     pub fn completed_in_mpi(&self) {
         match self {

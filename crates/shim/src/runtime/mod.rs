@@ -154,6 +154,27 @@ pub trait View: Copy {
         self.rt().requests.surely_unknown(handle) && !self.needs_progress()
     }
 
+    /// A start of `handle` can go to MPI as it is: it is MPI's own persistent request (the
+    /// shim keeps every persistent receive, and starts them itself).
+    #[inline(always)]
+    fn plainly_started(self, handle: MPI_Request) -> bool {
+        self.rt().requests.surely_unknown(handle)
+    }
+
+    /// [`View::plainly_started`] for the `count` handles at `requests`.
+    ///
+    /// # Safety
+    /// `requests` holds `count` handles, or `count` is not positive.
+    #[inline]
+    unsafe fn plainly_started_all(self, count: c_int, requests: *const MPI_Request) -> bool {
+        let registry = &self.rt().requests;
+        if registry.knows_none() || count <= 0 || requests.is_null() {
+            return true;
+        }
+        // SAFETY: as the caller promises.
+        registry.surely_none_of(unsafe { std::slice::from_raw_parts(requests, count as usize) })
+    }
+
     /// A look at `handle` that leaves it (`MPI_Request_get_status`) can go to MPI as it is:
     /// the handle is MPI's own, or the receive MPI holds that the shim follows (counted out
     /// only when completed), and nothing waits for the shim's progress.
@@ -578,24 +599,8 @@ impl Runtime {
     fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
         match self.requests.first_maybe_known(handles) {
             None => true,
-            Some(first) => self.delegated_only_from(handles, first),
+            Some(first) => self.requests.count_out_completing(handles, first),
         }
-    }
-
-    /// [`Runtime::delegated_only_in`] where the first handle the shim may know is at `first`.
-    #[inline(never)]
-    fn delegated_only_from(&self, handles: &[MPI_Request], first: usize) -> bool {
-        let known = self.requests.known_from(handles, first);
-        if !known.iter().all(|(_, r)| r.completes_in_mpi()) {
-            return false;
-        }
-        for (i, request) in known {
-            request.completed_in_mpi();
-            if matches!(request, request::Request::Delegated(_)) {
-                self.requests.remove(handles[i]);
-            }
-        }
-        true
     }
 
     /// Raises `code` through `comm`'s error handler. When that handler ends the program, the

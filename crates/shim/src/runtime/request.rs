@@ -428,6 +428,40 @@ impl Registry {
         }
     }
 
+    /// For a call of MPI's that completes every handle (`MPI_Waitall`): whether each one the
+    /// shim knows among `handles` from position `first` on completes in MPI's own call
+    /// ([`Request::completes_in_mpi`]); if so they are counted out now, under the table's lock
+    /// and without copies (the followed receives leave the table, MPI frees their handles).
+    #[inline(never)]
+    pub fn count_out_completing(&self, handles: &[MPI_Request], first: usize) -> bool {
+        let mut table = self.table.lock();
+        let filter = self.filter.load(Acquire);
+        let mut known: SmallVec<[usize; 4]> = SmallVec::new();
+        for handle in &handles[first.min(handles.len())..] {
+            let key = handle.key();
+            if filter & filter_bit(key) == 0 {
+                continue;
+            }
+            match table.requests.get(&key) {
+                Some(request) if !request.completes_in_mpi() => return false,
+                Some(_) => known.push(key),
+                None => {}
+            }
+        }
+        for key in known {
+            match table.requests.get(&key) {
+                Some(Request::Delegated(_)) => {
+                    if let Some(request) = self.remove_locked(&mut table, key) {
+                        request.completed_in_mpi();
+                    }
+                }
+                Some(request) => request.completed_in_mpi(),
+                None => {}
+            }
+        }
+        true
+    }
+
     pub fn remove(&self, handle: MPI_Request) {
         let mut table = self.table.lock();
         self.remove_locked(&mut table, handle.key());

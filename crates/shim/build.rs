@@ -116,9 +116,9 @@ struct Call {
     plain_mpi: Option<String>,
     /// The plain test only reads: it comes before the test of a call made from inside the shim.
     plain_first: bool,
-    /// With `plain_first`, before the full path: MPI's own call where the only handle the shim
-    /// knows among the call's is a receive it follows, or `None`.
-    followed: Option<String>,
+    /// With `plain_first`, before the full path: MPI's own call (or `plain_mpi`) where the only
+    /// handle the shim knows among the call's requests is a receive it follows.
+    followed: bool,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
     native: Option<String>,
@@ -193,7 +193,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
             "plain_first" => call.plain_first = true,
-            "followed" => call.followed = Some(value),
+            "followed" => call.followed = true,
             "large_count" => call.large_count = true,
             "blocking" => call.blocking = true,
             "mpi4" => call.mpi4 = true,
@@ -235,8 +235,8 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         if call.plain_first && (call.plain.is_none() || call.threaded.is_some()) {
             return fail("`plain_first` orders `plain` without `threaded`: one is wrong");
         }
-        if call.followed.is_some() && !call.plain_first {
-            return fail("`followed` goes with `plain_first`");
+        if call.followed && (!call.plain_first || followed_requests(call).is_none()) {
+            return fail("`followed` goes with `plain_first` and requests (`Requests[count]` or `RequestInOut`)");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -584,14 +584,21 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 )
                 .unwrap();
             } else if call.plain_first {
-                let followed = call.followed.as_ref().map_or(String::new(), |f| {
-                    format!(
+                let followed = match followed_requests(call).filter(|_| call.followed) {
+                    None => String::new(),
+                    Some((count, requests)) => format!(
                         "// SAFETY: the caller's arguments, as MPI requires them.\n        \
-                         if let Some(code) = unsafe {{ crate::intercept::{f}(rt, {args}) }} {{\n            \
+                         let followed =\n            \
+                         unsafe {{ crate::runtime::complete::followed_only(rt, {count}, {requests}) }};\n        \
+                         if let Some((at, handle)) = followed {{\n            \
+                         // SAFETY: as above.\n            \
+                         let code = unsafe {{ {plain_mpi}({args}) }};\n            \
+                         // SAFETY: the array MPI's call had.\n            \
+                         unsafe {{ crate::runtime::complete::followed_done(rt, {requests}, at, handle) }};\n            \
                          return code;\n        \
                          }}\n        "
-                    )
-                });
+                    ),
+                };
                 // A call made from inside the shim goes to MPI as the plain path does: that
                 // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail,
                 // in a part of its own, so that `checked` saves no registers and jumps to MPI.
@@ -650,6 +657,18 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
             .unwrap();
         }
     }
+}
+
+/// A completion call's requests for `followed`: their count (an expression) and the argument
+/// that points to them.
+fn followed_requests(call: &Call) -> Option<(String, String)> {
+    call.args
+        .iter()
+        .find_map(|a| match (a.kind.as_str(), &a.len) {
+            ("Requests", Some(len)) => Some((len.clone(), a.name.clone())),
+            ("RequestInOut", None) => Some(("1".to_string(), a.name.clone())),
+            _ => None,
+        })
 }
 
 /// Open MPI's five Fortran names of a call, and MPICH's `use mpi_f08` one.

@@ -4,7 +4,7 @@
 //! One whose only such request is a receive MPI holds that the shim follows goes to MPI too
 //! (`followed`), which counts the receive out once MPI completed it.
 
-use crate::mpi::{abi, user, Code, MPI_Request, MPI_Status};
+use crate::mpi::{abi, Code, MPI_Request, MPI_Status};
 use crate::runtime::complete::{self, How};
 use crate::runtime::p2p;
 use crate::runtime::{Error, Runtime};
@@ -177,100 +177,4 @@ pub unsafe fn startall(rt: &'static Runtime, count: c_int, requests: *mut MPI_Re
         }
     }
     first
-}
-
-// ---- a followed receive among MPI's own requests (see the module) ---------------------------
-
-#[inline]
-pub unsafe fn test_followed(
-    rt: &'static Runtime,
-    request: *mut MPI_Request,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe { complete::followed_only(rt, 1, request, || user::test(request, flag, status)) }
-}
-
-#[inline]
-pub unsafe fn testall_followed(
-    rt: &'static Runtime,
-    count: c_int,
-    requests: *mut MPI_Request,
-    flag: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe {
-        complete::followed_only(rt, count, requests, || {
-            user::testall(count, requests, flag, statuses)
-        })
-    }
-}
-
-#[inline]
-pub unsafe fn waitany_followed(
-    rt: &'static Runtime,
-    count: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    status: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe {
-        complete::followed_only(rt, count, requests, || {
-            user::waitany(count, requests, index, status)
-        })
-    }
-}
-
-#[inline]
-pub unsafe fn testany_followed(
-    rt: &'static Runtime,
-    count: c_int,
-    requests: *mut MPI_Request,
-    index: *mut c_int,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe {
-        complete::followed_only(rt, count, requests, || {
-            testany_mpi(count, requests, index, flag, status)
-        })
-    }
-}
-
-#[inline]
-pub unsafe fn waitsome_followed(
-    rt: &'static Runtime,
-    count: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe {
-        complete::followed_only(rt, count, requests, || {
-            user::waitsome(count, requests, outcount, indices, statuses)
-        })
-    }
-}
-
-#[inline]
-pub unsafe fn testsome_followed(
-    rt: &'static Runtime,
-    count: c_int,
-    requests: *mut MPI_Request,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> Option<Code> {
-    // SAFETY: the caller's arguments.
-    unsafe {
-        complete::followed_only(rt, count, requests, || {
-            user::testsome(count, requests, outcount, indices, statuses)
-        })
-    }
 }

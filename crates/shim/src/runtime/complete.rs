@@ -213,34 +213,45 @@ fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
 }
 
 /// A completion call over the `count` handles at `requests` where the only handle the shim
-/// knows is a receive MPI holds that it follows, while nothing waits for the shim's progress:
-/// MPI's own `call`, the receive counted out if it completed (MPI sets a completed request's
-/// handle to `MPI_REQUEST_NULL`). `None`, having done nothing, otherwise. A polling loop on
-/// such a receive (one in [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY))
-/// then pays no lookup in the table and no progress of the shim's per call.
+/// knows is a receive MPI holds that it follows, while nothing waits for the shim's progress,
+/// is MPI's own call: the receive's position and handle, for [`followed_done`] after MPI's
+/// call; `None` otherwise. A polling loop on such a receive (one in
+/// [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY)) then pays no lookup in the
+/// table and no progress of the shim's per call.
 ///
 /// # Safety
-/// `requests` holds `count` handles, as the MPI call requires; `call` is that call.
+/// `requests` holds `count` handles, as the MPI call requires.
 #[inline(always)]
 pub unsafe fn followed_only(
     rt: &Runtime,
     count: c_int,
-    requests: *mut MPI_Request,
-    call: impl FnOnce() -> Code,
-) -> Option<Code> {
+    requests: *const MPI_Request,
+) -> Option<(usize, MPI_Request)> {
     if rt.needs_progress() || count <= 0 || requests.is_null() {
         return None;
     }
     // SAFETY: as the caller promises.
-    unsafe {
-        let handles = std::slice::from_raw_parts(requests, count as usize);
-        let at = rt.requests.sole_followed_in(handles)?;
-        let handle = handles[at];
-        let code = call();
-        if *requests.add(at) != handle {
-            rt.requests.settle_followed(handle);
-        }
-        Some(code)
+    let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+    let at = rt.requests.sole_followed_in(handles)?;
+    Some((at, handles[at]))
+}
+
+/// After MPI's call that [`followed_only`] allowed: the followed receive `handle` at position
+/// `at` is counted out if MPI completed it (MPI sets a completed request's handle to
+/// `MPI_REQUEST_NULL`).
+///
+/// # Safety
+/// `requests` is the call's array, which holds position `at`.
+#[inline(always)]
+pub unsafe fn followed_done(
+    rt: &Runtime,
+    requests: *const MPI_Request,
+    at: usize,
+    handle: MPI_Request,
+) {
+    // SAFETY: as the caller promises.
+    if unsafe { *requests.add(at) } != handle {
+        rt.requests.settle_followed(handle);
     }
 }
 

@@ -167,12 +167,8 @@ pub trait View: Copy {
     /// `requests` holds `count` handles, or `count` is not positive.
     #[inline]
     unsafe fn plainly_started_all(self, count: c_int, requests: *const MPI_Request) -> bool {
-        let registry = &self.rt().requests;
-        if registry.knows_none() || count <= 0 || requests.is_null() {
-            return true;
-        }
         // SAFETY: as the caller promises.
-        registry.surely_none_of(unsafe { std::slice::from_raw_parts(requests, count as usize) })
+        unsafe { self.rt().requests.surely_none_at(count, requests) }
     }
 
     /// A look at `handle` that leaves it (`MPI_Request_get_status`) can go to MPI as it is:
@@ -192,15 +188,8 @@ pub trait View: Copy {
     /// `requests` holds `count` handles, or `count` is not positive.
     #[inline]
     unsafe fn plainly_completed_all(self, count: c_int, requests: *const MPI_Request) -> bool {
-        if self.needs_progress() {
-            return false;
-        }
-        let registry = &self.rt().requests;
-        if registry.knows_none() || count <= 0 || requests.is_null() {
-            return true;
-        }
         // SAFETY: as the caller promises.
-        registry.surely_none_of(unsafe { std::slice::from_raw_parts(requests, count as usize) })
+        !self.needs_progress() && unsafe { self.rt().requests.surely_none_at(count, requests) }
     }
 
     /// `MPI_Waitall`'s plain test: [`View::plainly_completed_all`], where the requests the

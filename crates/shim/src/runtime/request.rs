@@ -275,6 +275,10 @@ fn filter_bit(key: usize) -> u64 {
 #[inline]
 fn position_of(handles: &[MPI_Request], key: usize) -> Option<usize> {
     const BLOCK: usize = 16;
+    // A poll's few handles are compared one by one, without the blocks' set-up.
+    if handles.len() <= 8 {
+        return handles.iter().position(|h| h.key() == key);
+    }
     handles.chunks(BLOCK).enumerate().find_map(|(b, block)| {
         let here = block.iter().fold(false, |hit, h| hit | (h.key() == key));
         here.then(|| block.iter().position(|h| h.key() == key))
@@ -322,12 +326,7 @@ impl Registry {
         if key == NO_SOLE {
             return None;
         }
-        // A poll's few handles are compared one by one, without the blocks' set-up.
-        if handles.len() <= 8 {
-            handles.iter().position(|h| h.key() == key)
-        } else {
-            position_of(handles, key)
-        }
+        position_of(handles, key)
     }
 
     /// MPI completed `handle`, a receive the shim followed: it is counted out.
@@ -361,18 +360,22 @@ impl Registry {
         !self.maybe_known(handle.key())
     }
 
-    /// True while the shim knows no handle at all: then no array needs a look.
+    /// True when no handle among the `count` at `requests` is one the shim knows (or `count`
+    /// is not positive), against one reading of the filter (a handle is registered before its
+    /// caller can pass it on); while the shim knows none, the array is not read.
+    ///
+    /// # Safety
+    /// `requests` holds `count` handles, or `count` is not positive.
     #[inline]
-    pub fn knows_none(&self) -> bool {
-        self.filter.load(Acquire) == 0
-    }
-
-    /// True when no handle among `handles` is one the shim knows, against one reading of the
-    /// filter (a handle is registered before its caller can pass it on).
-    #[inline]
-    pub fn surely_none_of(&self, handles: &[MPI_Request]) -> bool {
+    pub unsafe fn surely_none_at(&self, count: c_int, requests: *const MPI_Request) -> bool {
         let filter = self.filter.load(Acquire);
-        handles.iter().all(|h| filter & filter_bit(h.key()) == 0)
+        if filter == 0 || count <= 0 || requests.is_null() {
+            return true;
+        }
+        // SAFETY: as the caller promises.
+        unsafe { std::slice::from_raw_parts(requests, count as usize) }
+            .iter()
+            .all(|h| filter & filter_bit(h.key()) == 0)
     }
 
     #[inline]

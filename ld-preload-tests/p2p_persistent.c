@@ -1,6 +1,7 @@
 /* ranks: 2 */
 /* Persistent requests: every *_init kind, Start/Startall repeatedly, empty
- * status of inactive requests, cancel of a started receive, Request_free. */
+ * status of inactive requests, cancel of a started receive, Request_free, and a dozen
+ * receives started together and made again. */
 #include "common.h"
 
 #define N 32
@@ -169,6 +170,43 @@ static void t_free_unused(void)
     report("free_inactive_persistent");
 }
 
+/* More persistent receives than the shim finds without its table, started together with one
+ * from MPI_PROC_NULL and completed by MPI_Waitall; every third round half of them are freed
+ * and made again (MPI may reuse their handles). */
+static void t_many_persistent(void)
+{
+    enum { R = 12, T = 40 };
+    int in[R][4], out[R][4], none[4];
+    MPI_Request r[R + 1], s[R];
+    MPI_Status sts[R + 1];
+    for (int i = 0; i < R; i++) {
+        CHK(MPI_Recv_init(in[i], 4, MPI_INT, peer, T + i, MPI_COMM_WORLD, &r[i]));
+        CHK(MPI_Send_init(out[i], 4, MPI_INT, peer, T + i, MPI_COMM_WORLD, &s[i]));
+    }
+    CHK(MPI_Recv_init(none, 4, MPI_INT, MPI_PROC_NULL, T, MPI_COMM_WORLD, &r[R]));
+    for (int it = 0; it < ITERS; it++) {
+        for (int i = 0; i < R; i++)
+            fill(out[i], 4, t_rank, T + i, it);
+        CHK(MPI_Startall(R + 1, r));
+        CHK(MPI_Startall(R, s));
+        CHK(MPI_Waitall(R + 1, r, sts));
+        for (int i = 0; i < R; i++)
+            EXPECT_MSG(in[i], 4, peer, T + i, it, sts[i]);
+        EXPECT(r[R] != MPI_REQUEST_NULL, "Waitall freed the persistent receive from MPI_PROC_NULL");
+        CHK(MPI_Waitall(R, s, MPI_STATUSES_IGNORE));
+        for (int i = 0; it % 3 == 2 && i < R; i += 2) {
+            CHK(MPI_Request_free(&r[i]));
+            CHK(MPI_Recv_init(in[i], 4, MPI_INT, peer, T + i, MPI_COMM_WORLD, &r[i]));
+        }
+    }
+    for (int i = 0; i < R; i++) {
+        CHK(MPI_Request_free(&r[i]));
+        CHK(MPI_Request_free(&s[i]));
+    }
+    CHK(MPI_Request_free(&r[R]));
+    report("many_persistent_receives");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -178,5 +216,6 @@ int main(int argc, char **argv)
     t_inactive();
     t_cancel_persistent();
     t_free_unused();
+    t_many_persistent();
     return t_finish();
 }

@@ -116,9 +116,10 @@ struct Call {
     plain_mpi: Option<String>,
     /// The plain test only reads: it comes before the test of a call made from inside the shim.
     plain_first: bool,
-    /// With `plain_first`, before the full path: MPI's own call (or `plain_mpi`) where the only
-    /// handle the shim knows among the call's requests is a receive it follows.
-    followed: bool,
+    /// With `plain_first`, before the full path: `runtime::{around}_before` of the call's
+    /// requests; where it gives a state, MPI's own call (or `plain_mpi`), then
+    /// `runtime::{around}_after` with MPI's code and that state.
+    around: Option<String>,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
     native: Option<String>,
@@ -193,7 +194,7 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
             "native" => call.native = Some(value),
             "raw" => call.raw = Some(value),
             "plain_first" => call.plain_first = true,
-            "followed" => call.followed = true,
+            "around" => call.around = Some(value),
             "large_count" => call.large_count = true,
             "blocking" => call.blocking = true,
             "mpi4" => call.mpi4 = true,
@@ -235,8 +236,8 @@ fn parse(list: &str) -> Result<Vec<Call>, String> {
         if call.plain_first && (call.plain.is_none() || call.threaded.is_some()) {
             return fail("`plain_first` orders `plain` without `threaded`: one is wrong");
         }
-        if call.followed && (!call.plain_first || followed_requests(call).is_none()) {
-            return fail("`followed` goes with `plain_first` and requests (`Requests[count]` or `RequestInOut`)");
+        if call.around.is_some() && (!call.plain_first || around_requests(call).is_none()) {
+            return fail("`around` goes with `plain_first` and requests (`Requests[count]` or `RequestInOut`)");
         }
         if call.threaded.is_some() && call.plain.is_none() {
             return fail("`threaded` replaces `plain` at MPI_THREAD_MULTIPLE: `plain` is missing");
@@ -584,20 +585,20 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 )
                 .unwrap();
             } else if call.plain_first {
-                let followed = match followed_requests(call).filter(|_| call.followed) {
-                    None => String::new(),
-                    Some((count, requests)) => format!(
+                let around = match (&call.around, around_requests(call)) {
+                    (Some(around), Some((count, requests))) => format!(
                         "// SAFETY: the caller's arguments, as MPI requires them.\n        \
-                         let followed =\n            \
-                         unsafe {{ crate::runtime::complete::followed_only(rt, {count}, {requests}) }};\n        \
-                         if let Some((at, handle)) = followed {{\n            \
+                         let around =\n            \
+                         unsafe {{ crate::runtime::{around}_before(rt, {count}, {requests}) }};\n        \
+                         if let Some(state) = around {{\n            \
                          // SAFETY: as above.\n            \
                          let code = unsafe {{ {plain_mpi}({args}) }};\n            \
                          // SAFETY: the array MPI's call had.\n            \
-                         unsafe {{ crate::runtime::complete::followed_done(rt, {requests}, at, handle) }};\n            \
+                         unsafe {{ crate::runtime::{around}_after(rt, {count}, {requests}, code, state) }};\n            \
                          return code;\n        \
                          }}\n        "
                     ),
+                    _ => String::new(),
                 };
                 // A call made from inside the shim goes to MPI as the plain path does: that
                 // test (a thread-local at MPI_THREAD_MULTIPLE) waits for the plain test to fail,
@@ -609,7 +610,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                      // SAFETY: as above.\n            \
                      return unsafe {{ next::{name}({args}) }};\n        \
                      }}\n        \
-                     {followed}{to_shim}{}{plain_test}\
+                     {around}{to_shim}{}{plain_test}\
                      // SAFETY: as above.\n        \
                      unsafe {{ unplain({args}) }}\n    \
                      }}\n",
@@ -659,9 +660,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
     }
 }
 
-/// A completion call's requests for `followed`: their count (an expression) and the argument
-/// that points to them.
-fn followed_requests(call: &Call) -> Option<(String, String)> {
+/// A call's requests for `around`: their count (an expression) and the argument that points
+/// to them.
+fn around_requests(call: &Call) -> Option<(String, String)> {
     call.args
         .iter()
         .find_map(|a| match (a.kind.as_str(), &a.len) {

@@ -258,6 +258,9 @@ pub enum PlainCall {
     /// `MPI_Probe`, `MPI_Mprobe`: block inside MPI as [`PlainCall::Recv`] does, receive
     /// nothing.
     Probe,
+    /// `MPI_Start` of a persistent receive: posts a receive MPI holds after the call, each
+    /// one counted ([`Takeover::posted_to_mpi`] by the caller).
+    Start,
 }
 
 impl PlainCall {
@@ -962,6 +965,37 @@ mod tests {
         t.outstanding.store(1 << 20, Relaxed);
         t.refresh_plain();
         assert!(!t.plain_delegation_serial(PlainCall::Iprobe));
+    }
+
+    #[test]
+    fn plain_starts_leave_only_the_sampled_calls_to_the_full_path() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        t.refresh_plain();
+        let total = SAMPLE_EVERY as usize * FOLLOW_EVERY;
+        let mut full = 0;
+        for _ in 0..total {
+            if t.plain_delegation_serial(PlainCall::Start) {
+                // What the caller counts for a start MPI runs, and its completion.
+                t.posted_to_mpi(1);
+                assert_eq!(t.receives_in_mpi(), 1);
+                t.completed_in_mpi(1);
+            } else {
+                full += 1;
+                t.delegated_call(Policy::Auto);
+            }
+        }
+        assert_eq!(
+            full,
+            total / SAMPLE_EVERY as usize,
+            "each start is counted, none followed"
+        );
+        assert_eq!(
+            t.delegated_receives() as usize,
+            total - full,
+            "counted once, by the caller"
+        );
+        assert_eq!(t.receives_in_mpi(), 0);
     }
 
     #[test]

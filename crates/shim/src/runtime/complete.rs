@@ -171,7 +171,7 @@ fn release(
     let outcome = op.completion().outcome();
     match entry {
         Request::Persistent(p) => {
-            p.current.lock().take();
+            p.end_shim_run();
         }
         _ => {
             rt.requests.remove(*handle);
@@ -214,7 +214,7 @@ fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
 
 /// A completion call over the `count` handles at `requests` where the only handle the shim
 /// knows is a receive MPI holds that it follows, while nothing waits for the shim's progress,
-/// is MPI's own call: the receive's position and handle, for [`followed_done`] after MPI's
+/// is MPI's own call: the receive's position and handle, for [`followed_after`] after MPI's
 /// call; `None` otherwise. A polling loop on such a receive (one in
 /// [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY)) then pays no lookup in the
 /// table and no progress of the shim's per call.
@@ -222,7 +222,7 @@ fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
 #[inline(always)]
-pub unsafe fn followed_only(
+pub unsafe fn followed_before(
     rt: &Runtime,
     count: c_int,
     requests: *const MPI_Request,
@@ -236,18 +236,19 @@ pub unsafe fn followed_only(
     Some((at, handles[at]))
 }
 
-/// After MPI's call that [`followed_only`] allowed: the followed receive `handle` at position
-/// `at` is counted out if MPI completed it (MPI sets a completed request's handle to
+/// After MPI's call that [`followed_before`] allowed: the followed receive `handle` at
+/// position `at` is counted out if MPI completed it (MPI sets a completed request's handle to
 /// `MPI_REQUEST_NULL`).
 ///
 /// # Safety
 /// `requests` is the call's array, which holds position `at`.
 #[inline(always)]
-pub unsafe fn followed_done(
+pub unsafe fn followed_after(
     rt: &Runtime,
+    _count: c_int,
     requests: *const MPI_Request,
-    at: usize,
-    handle: MPI_Request,
+    _code: Code,
+    (at, handle): (usize, MPI_Request),
 ) {
     // SAFETY: as the caller promises.
     if unsafe { *requests.add(at) } != handle {
@@ -320,7 +321,7 @@ fn hand_to_mpi(
         match entry {
             Entry::Mpi(known) => completed_by_mpi(rt, user[i], known),
             Entry::Shim(Request::Persistent(p), _) => {
-                p.current.lock().take();
+                p.end_shim_run();
             }
             Entry::Shim(_, _) => rt.requests.remove(user[i]),
         }
@@ -835,7 +836,7 @@ pub unsafe fn request_free(rt: &Runtime, request: *mut MPI_Request) -> Result<Co
             // A receive goes on in the background; MPI frees the handle once it completes.
             rt.requests.remove(*request);
             if let Request::Persistent(p) = &known {
-                p.current.lock().take();
+                p.end_shim_run();
             }
             known.completed_in_mpi();
         }

@@ -18,9 +18,7 @@ use crate::mpi::{
 };
 use matchshim_core::protocol::policy::FOLLOW_EVERY;
 use matchshim_core::protocol::{PlainCall, Policy, Posted, Probe};
-use parking_lot::Mutex;
 use std::os::raw::c_int;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What a user's receive with MPI's `source` and `tag` values matches.
@@ -419,14 +417,12 @@ pub unsafe fn recv_init(
     };
     // SAFETY: the caller's request.
     unsafe { *request = handle };
-    let persistent = Persistent {
-        buffer: Buffer { datatype, ..buf },
-        source: target.source,
-        tag: target.tag,
-        comm: target.comm,
-        current: Mutex::new(None),
-        in_mpi: false.into(),
-    };
+    let persistent = Persistent::new(
+        Buffer { datatype, ..buf },
+        target.source,
+        target.tag,
+        target.comm,
+    );
     rt.requests
         .insert(handle, Request::Persistent(Arc::new(persistent)));
     Ok(abi().success)
@@ -440,8 +436,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
         // SAFETY: as above.
         return Ok(mpi::start(unsafe { &mut *request }));
     };
-    let active = p.in_mpi.load(Ordering::Acquire) || p.current.lock().is_some();
-    if active {
+    if p.is_active() {
         return Err(rt.raise(p.comm.handle, abi().err_request));
     }
     let target = Target {
@@ -453,7 +448,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
     if target.is_proc_null() {
         let recv = user_recv(&target, p.buffer.clone(), ReceivedBy::Progress, Stage::Done);
         recv.finish(empty_status(abi().proc_null), abi().success);
-        *p.current.lock() = Some(recv);
+        p.run_in_shim(recv);
         return Ok(abi().success);
     }
     let comm = p.comm;
@@ -468,10 +463,8 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
             );
             let code = started.err().unwrap_or(abi().success);
             if code == abi().success {
-                p.in_mpi.store(true, Ordering::Release);
                 // Persistent receives are registered anyway: each is followed.
-                let weight = (rt.process.policy == Policy::Auto) as usize;
-                comm.takeover.posted_to_mpi(weight);
+                p.started_in_mpi();
             }
             Ok(code)
         }
@@ -498,8 +491,77 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
                 }
             };
             drop(shim);
-            *p.current.lock() = Some(recv);
+            p.run_in_shim(recv);
             Ok(abi().success)
+        }
+    }
+}
+
+/// `MPI_Start` and `MPI_Startall` below `MPI_THREAD_MULTIPLE`, where the plain test found
+/// handles the shim may know: where each one it knows is an inactive persistent receive (not
+/// from `MPI_PROC_NULL`) whose communicator's plain path is open ([`PlainCall::Start`]), MPI's
+/// own call starts them all, as the full path's route would have; each is counted in as a
+/// receive MPI holds first. `None` sends the call to the full path (erroneous starts
+/// included, which it reports).
+///
+/// # Safety
+/// `requests` holds `count` handles, as the MPI call requires.
+#[inline(always)]
+pub unsafe fn plain_starts_before(
+    rt: &Runtime,
+    count: c_int,
+    requests: *const MPI_Request,
+) -> Option<()> {
+    if rt.multiple || count <= 0 || requests.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller promises.
+    let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+    let registry = &rt.requests;
+    for &handle in handles {
+        if registry.surely_unknown(handle) {
+            continue;
+        }
+        // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+        let p = unsafe { registry.persistent_serial(handle) }?;
+        let plain = p.source != abi().proc_null
+            && !p.is_active()
+            && p.comm.takeover.plain_delegation_serial(PlainCall::Start);
+        if !plain {
+            return None;
+        }
+    }
+    for &handle in handles {
+        // SAFETY: as above.
+        if let Some(p) = unsafe { registry.persistent_serial(handle) } {
+            p.started_in_mpi();
+        }
+    }
+    Some(())
+}
+
+/// After MPI's call that [`plain_starts_before`] allowed: a failed call counts its persistent
+/// receives out again (its error is MPI's, as the program made the call).
+///
+/// # Safety
+/// As for [`plain_starts_before`].
+#[inline(always)]
+pub unsafe fn plain_starts_after(
+    rt: &Runtime,
+    count: c_int,
+    requests: *const MPI_Request,
+    code: Code,
+    _: (),
+) {
+    if code == abi().success {
+        return;
+    }
+    // SAFETY: as the caller promises.
+    let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+    for &handle in handles {
+        // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+        if let Some(p) = unsafe { rt.requests.persistent_serial(handle) } {
+            p.done_in_mpi();
         }
     }
 }

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 /// Something the shim completes for the user.
@@ -111,22 +111,72 @@ pub struct Persistent {
     pub tag: c_int,
     pub comm: &'static Comm,
     /// The shim's receive of the current start, while the shim runs it.
-    pub current: Mutex<Option<Arc<Recv>>>,
+    current: Mutex<Option<Arc<Recv>>>,
+    /// Whether `current` holds a receive: read without its lock by the plain paths.
+    shim_runs: AtomicBool,
     /// MPI runs the current start (the communicator was delegated).
     pub in_mpi: AtomicBool,
 }
 
 impl Persistent {
+    pub fn new(buffer: Buffer, source: c_int, tag: c_int, comm: &'static Comm) -> Persistent {
+        Persistent {
+            buffer,
+            source,
+            tag,
+            comm,
+            current: Mutex::new(None),
+            shim_runs: AtomicBool::new(false),
+            in_mpi: AtomicBool::new(false),
+        }
+    }
+
     /// The shim's receive of the current start, if the shim runs it.
     pub fn shim_op(&self) -> Option<Arc<Recv>> {
         self.current.lock().clone()
     }
 
+    /// The shim runs the current start as `recv`.
+    pub fn run_in_shim(&self, recv: Arc<Recv>) {
+        let mut current = self.current.lock();
+        *current = Some(recv);
+        self.shim_runs.store(true, Release);
+    }
+
+    /// The start the shim ran is over (completed, or the request freed).
+    pub fn end_shim_run(&self) {
+        let mut current = self.current.lock();
+        *current = None;
+        self.shim_runs.store(false, Release);
+    }
+
+    #[inline]
+    pub fn shim_runs(&self) -> bool {
+        self.shim_runs.load(Acquire)
+    }
+
+    /// Started and not yet completed, by MPI or by the shim.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.in_mpi.load(Acquire) || self.shim_runs()
+    }
+
     /// MPI finished (or the user freed) the start it ran: the policy counts it out.
+    #[inline]
     pub fn done_in_mpi(&self) {
         let process = self.comm.process;
         if self.in_mpi.swap(false, AcqRel) && process.policy == Policy::Auto {
             self.comm.takeover.completed_in_mpi(1);
+        }
+    }
+
+    /// MPI runs the start just made: counted as a receive MPI holds (once, should an
+    /// erroneous call start it twice).
+    #[inline]
+    pub fn started_in_mpi(&self) {
+        if !self.in_mpi.swap(true, AcqRel) {
+            let weight = (self.comm.process.policy == Policy::Auto) as usize;
+            self.comm.takeover.posted_to_mpi(weight);
         }
     }
 }
@@ -168,7 +218,7 @@ impl Request {
     pub fn completes_in_mpi(&self) -> bool {
         match self {
             Request::Delegated(_) => true,
-            Request::Persistent(p) => p.current.lock().is_none(),
+            Request::Persistent(p) => !p.shim_runs(),
             Request::Op(_) => false,
         }
     }
@@ -203,9 +253,24 @@ pub struct Registry {
     /// `sole` while it is a followed receive ([`Request::Delegated`]), else [`NO_SOLE`]: a
     /// completion call whose only known handle it is goes to MPI without the table.
     sole_followed: AtomicUsize,
+    /// The first persistent receives registered, for the paths below `MPI_THREAD_MULTIPLE`
+    /// that start and complete them without the table's lock.
+    persistent: [PersistentSlot; PERSISTENT_SLOTS],
+    /// `MPI_THREAD_MULTIPLE`: `persistent` is not read.
+    multiple: bool,
 }
 
 const NO_SOLE: usize = usize::MAX;
+
+/// Persistent receives found without the table: a halo's few neighbours.
+const PERSISTENT_SLOTS: usize = 8;
+
+/// A persistent receive's key ([`NO_SOLE`] when free) and the receive, which the table's
+/// entry keeps alive until the slot is cleared.
+struct PersistentSlot {
+    key: AtomicUsize,
+    receive: AtomicPtr<Persistent>,
+}
 
 #[derive(Default)]
 struct Table {
@@ -288,13 +353,36 @@ fn position_of(handles: &[MPI_Request], key: usize) -> Option<usize> {
 }
 
 impl Registry {
-    pub fn new() -> Registry {
+    pub fn new(multiple: bool) -> Registry {
         Registry {
+            multiple,
             table: Mutex::new(Table::default()),
             filter: AtomicU64::new(0),
             sole: AtomicUsize::new(NO_SOLE),
             sole_followed: AtomicUsize::new(NO_SOLE),
+            persistent: std::array::from_fn(|_| PersistentSlot {
+                key: AtomicUsize::new(NO_SOLE),
+                receive: AtomicPtr::new(std::ptr::null_mut()),
+            }),
         }
+    }
+
+    /// The persistent receive of `handle`, if it is one of those indexed, found without the
+    /// table's lock.
+    ///
+    /// # Safety
+    /// Below `MPI_THREAD_MULTIPLE`, within an MPI call: no other thread frees the request
+    /// while the reference is used.
+    #[inline]
+    pub unsafe fn persistent_serial(&self, handle: MPI_Request) -> Option<&Persistent> {
+        let key = handle.key();
+        let slot = self
+            .persistent
+            .iter()
+            .find(|s| s.key.load(Acquire) == key)?;
+        // SAFETY: the slot's key was set after its pointer and is cleared before the table
+        // lets the receive go; as the caller promises, that does not happen meanwhile.
+        unsafe { slot.receive.load(Acquire).as_ref() }
     }
 
     /// Sets `sole` and `sole_followed` from the table, under its lock.
@@ -344,6 +432,18 @@ impl Registry {
     pub fn insert(&self, handle: MPI_Request, request: Request) {
         let key = handle.key();
         let mut table = self.table.lock();
+        // A handle MPI reused replaces its old entry, and the old entry's slot goes with it.
+        self.unindex(key);
+        if let Request::Persistent(p) = &request {
+            let free = self
+                .persistent
+                .iter()
+                .find(|s| s.key.load(Relaxed) == NO_SOLE);
+            if let Some(slot) = free {
+                slot.receive.store(Arc::as_ptr(p).cast_mut(), Release);
+                slot.key.store(key, Release);
+            }
+        }
         table.requests.insert(key, request);
         self.refresh_sole(&table);
         self.filter.fetch_or(filter_bit(key), Release);
@@ -437,6 +537,12 @@ impl Registry {
     /// and without copies (the followed receives leave the table, MPI frees their handles).
     #[inline(never)]
     pub fn count_out_completing(&self, handles: &[MPI_Request], first: usize) -> bool {
+        if !self.multiple {
+            // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+            if let Some(done) = unsafe { self.count_out_persistent_serial(handles, first) } {
+                return done;
+            }
+        }
         let mut table = self.table.lock();
         let filter = self.filter.load(Acquire);
         let mut known: SmallVec<[usize; 4]> = SmallVec::new();
@@ -465,6 +571,43 @@ impl Registry {
         true
     }
 
+    /// Clears the persistent receive's slot of `key`, if any (under the table's lock).
+    fn unindex(&self, key: usize) {
+        if let Some(slot) = self.persistent.iter().find(|s| s.key.load(Relaxed) == key) {
+            slot.key.store(NO_SOLE, Release);
+            slot.receive.store(std::ptr::null_mut(), Release);
+        }
+    }
+
+    /// [`Registry::count_out_completing`] where every handle among `handles` from `first` on
+    /// that the filter lets pass is an indexed persistent receive: read without the table's
+    /// lock. `None` where one is not (the table answers then).
+    ///
+    /// # Safety
+    /// As for [`Registry::persistent_serial`].
+    unsafe fn count_out_persistent_serial(
+        &self,
+        handles: &[MPI_Request],
+        first: usize,
+    ) -> Option<bool> {
+        let filter = self.filter.load(Acquire);
+        let handles = &handles[first.min(handles.len())..];
+        let maybe = |handle: &&MPI_Request| filter & filter_bit(handle.key()) != 0;
+        for &handle in handles.iter().filter(maybe) {
+            // SAFETY: as the caller promises.
+            if unsafe { self.persistent_serial(handle) }?.shim_runs() {
+                return Some(false);
+            }
+        }
+        for &handle in handles.iter().filter(maybe) {
+            // SAFETY: as above.
+            if let Some(p) = unsafe { self.persistent_serial(handle) } {
+                p.done_in_mpi();
+            }
+        }
+        Some(true)
+    }
+
     pub fn remove(&self, handle: MPI_Request) {
         let mut table = self.table.lock();
         self.remove_locked(&mut table, handle.key());
@@ -472,6 +615,7 @@ impl Registry {
 
     fn remove_locked(&self, table: &mut Table, key: usize) -> Option<Request> {
         let request = table.requests.remove(&key)?;
+        self.unindex(key);
         table.removals += 1;
         self.refresh_sole(table);
         // A rebuild reads the whole table: as many removals as entries pay for it.

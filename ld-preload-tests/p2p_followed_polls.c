@@ -4,9 +4,9 @@
  * MPI_Wait), the receive beside an inactive handle: rank 0 posts a receive, polls it a few
  * times while nothing can have been sent, then lets rank 1 send. Every message arrives once,
  * in order, with its status, and the call says which handle completed. Then a persistent
- * receive, started and completed by MPI_Waitall as often. The shim follows one receive in 64
- * that MPI holds, and every start of a persistent one, to its completion; under the shim, a
- * started persistent receive MPI holds is counted (under `auto`), and once
+ * receive, started and completed by MPI_Waitall as often, then by MPI_Wait. The shim follows
+ * one receive in 64 that MPI holds, and every start of a persistent one, to its completion;
+ * under the shim, a started persistent receive MPI holds is counted (under `auto`), and once
  * every receive completed, its count of receives MPI holds for the communicator (MPI_T
  * `matchshim_receives_in_mpi`) is 0 again, whichever call completed them.
  * p2p_followed_polls_mt.c runs it at MPI_THREAD_MULTIPLE. */
@@ -123,9 +123,10 @@ static unsigned long long world_pvar(const char *name, int var_class)
 static int under_shim(void) { return dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL; }
 
 /* A persistent receive started ROUNDS times, each start completed by MPI_Waitall beside an
- * inactive handle: MPI keeps the request, the shim counts each start MPI runs (checked on the
- * first, where the takeover policy is `auto` and MPI matches for the communicator). */
-static void persistent_waitall(void)
+ * inactive handle (or by MPI_Wait alone): MPI keeps the request, the shim counts each start
+ * MPI runs (checked on the first, where the takeover policy is `auto` and MPI matches for the
+ * communicator). */
+static void persistent_completed(int by_waitall)
 {
     int peer = 1 - t_rank, go = 0, buf[4];
     const char *policy = getenv("MATCHSHIM_TAKEOVER");
@@ -142,8 +143,11 @@ static void persistent_waitall(void)
                 EXPECT(held >= 1, "a started persistent receive MPI holds is not counted");
             }
             CHK(MPI_Send(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD));
-            CHK(MPI_Waitall(2, r, sts));
-            EXPECT(r[0] != MPI_REQUEST_NULL, "waitall freed the persistent request");
+            if (by_waitall)
+                CHK(MPI_Waitall(2, r, sts));
+            else
+                CHK(MPI_Wait(&r[0], &sts[0]));
+            EXPECT(r[0] != MPI_REQUEST_NULL, "the completion call freed the persistent request");
             EXPECT_MSG(buf, 4, peer, TAG, round, sts[0]);
         } else {
             int out[4];
@@ -154,7 +158,7 @@ static void persistent_waitall(void)
     }
     if (t_rank == 0)
         CHK(MPI_Request_free(&r[0]));
-    report("persistent_waitall");
+    report(by_waitall ? "persistent_waitall" : "persistent_wait");
 }
 
 int main(int argc, char **argv)
@@ -167,7 +171,8 @@ int main(int argc, char **argv)
 #endif
     for (int call = 0; call < NCALLS; call++)
         polls(call);
-    persistent_waitall();
+    persistent_completed(1);
+    persistent_completed(0);
     if (under_shim()) {
         unsigned long long held = world_pvar("matchshim_receives_in_mpi", MPI_T_PVAR_CLASS_LEVEL);
         EXPECT(held == 0, "the shim counts %llu receives in MPI after all completed", held);

@@ -256,6 +256,45 @@ pub unsafe fn followed_after(
     }
 }
 
+/// `MPI_Wait` below `MPI_THREAD_MULTIPLE` on a persistent receive whose start MPI runs (or that
+/// is inactive), while nothing waits for the shim's progress: MPI's own call completes it, as
+/// the full path would, without the table's lock; [`persistent_waited_after`] counts it out.
+///
+/// # Safety
+/// `requests` holds `count` handles, as the MPI call requires.
+#[inline(always)]
+pub unsafe fn persistent_waited_before(
+    rt: &Runtime,
+    count: c_int,
+    requests: *const MPI_Request,
+) -> Option<()> {
+    if rt.multiple || count != 1 || requests.is_null() || rt.needs_progress() {
+        return None;
+    }
+    // SAFETY: as the caller promises; below MPI_THREAD_MULTIPLE, inside the user's call.
+    let p = unsafe { rt.requests.persistent_serial(*requests) }?;
+    (!p.shim_runs()).then_some(())
+}
+
+/// After MPI's `MPI_Wait` that [`persistent_waited_before`] allowed: MPI completed the start
+/// (with an error or without), so it is counted out; MPI keeps the handle.
+///
+/// # Safety
+/// As for [`persistent_waited_before`].
+#[inline(always)]
+pub unsafe fn persistent_waited_after(
+    rt: &Runtime,
+    _count: c_int,
+    requests: *const MPI_Request,
+    _code: Code,
+    _: (),
+) {
+    // SAFETY: as the caller promises.
+    if let Some(p) = unsafe { rt.requests.persistent_serial(*requests) } {
+        p.done_in_mpi();
+    }
+}
+
 /// Runs MPI's own completion call on the user's array, then accounts for the delegated
 /// receives among `known` that it completed (MPI sets a completed request's handle to
 /// `MPI_REQUEST_NULL`).

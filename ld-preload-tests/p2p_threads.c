@@ -1,14 +1,15 @@
 /* ranks: 2 */
-/* MPI_THREAD_MULTIPLE: four threads per rank exchange messages with the
+/* MPI_THREAD_MULTIPLE: five threads per rank exchange messages with the
  * peer at the same time, each on its own tag, using blocking calls,
- * ANY_SOURCE receives with Waitall, Iprobe/Improbe and chunked Waitall, while
+ * ANY_SOURCE receives with Waitall, Iprobe/Improbe, chunked Waitall and
+ * persistent requests restarted (completed by Waitall or by Wait), while
  * MPI_COMM_WORLD has an error handler of the program's, which must still be its
  * handler afterwards; then all threads of one rank receive with wildcards on
  * one communicator. */
 #include "common.h"
 #include <pthread.h>
 
-#define NT 4
+#define NT 5
 #define MSGS 200
 #define W 5
 
@@ -144,6 +145,30 @@ static void chunked(struct ctx *c)
     }
 }
 
+/* A persistent receive and send, started together and completed by MPI_Waitall or, every
+ * other message, by MPI_Wait on each. */
+static void persistent(struct ctx *c)
+{
+    int out[W], in[W];
+    MPI_Request r[2];
+    MPI_Status st[2];
+    TCHK(c, MPI_Recv_init(in, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &r[0]));
+    TCHK(c, MPI_Send_init(out, W, MPI_INT, c->peer, c->tag, MPI_COMM_WORLD, &r[1]));
+    for (int i = 0; i < MSGS; i++) {
+        fill(out, W, t_rank, c->tag, i);
+        TCHK(c, MPI_Startall(2, r));
+        if (i % 2) {
+            TCHK(c, MPI_Wait(&r[0], &st[0]));
+            TCHK(c, MPI_Wait(&r[1], &st[1]));
+        } else {
+            TCHK(c, MPI_Waitall(2, r, st));
+        }
+        tcheck(c, in, i, &st[0]);
+    }
+    TCHK(c, MPI_Request_free(&r[0]));
+    TCHK(c, MPI_Request_free(&r[1]));
+}
+
 static void *worker(void *arg)
 {
     struct ctx *c = arg;
@@ -152,6 +177,7 @@ static void *worker(void *arg)
     case 1: bulk_any_source(c); break;
     case 2: probing(c); break;
     case 3: chunked(c); break;
+    case 4: persistent(c); break;
     }
     return NULL;
 }
@@ -238,7 +264,8 @@ static void count_errors(MPI_Comm *comm, int *code, ...)
 }
 
 static const char *names[NT] = {"threads_blocking", "threads_any_source_waitall",
-                                "threads_iprobe_improbe", "threads_chunked_waitall"};
+                                "threads_iprobe_improbe", "threads_chunked_waitall",
+                                "threads_persistent"};
 
 int main(int argc, char **argv)
 {

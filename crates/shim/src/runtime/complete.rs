@@ -14,7 +14,7 @@
 //! reached them, valid as the MPI standard requires of the caller.
 #![allow(clippy::missing_safety_doc)]
 
-use super::request::{self, Known, Operation, Request};
+use super::request::{self, Known, Operation, Persistent, Request};
 use super::{Error, Runtime};
 use crate::mpi::{self, abi, empty_status, store_status, Code, MPI_Comm, MPI_Request, MPI_Status};
 use std::cell::Cell;
@@ -256,9 +256,10 @@ pub unsafe fn followed_after(
     }
 }
 
-/// `MPI_Wait` below `MPI_THREAD_MULTIPLE` on a persistent receive whose start MPI runs (or that
-/// is inactive), while nothing waits for the shim's progress: MPI's own call completes it, as
-/// the full path would, without the table's lock; [`persistent_waited_after`] counts it out.
+/// `MPI_Wait` on a persistent receive whose start MPI runs (or that is inactive), while
+/// nothing waits for the shim's progress: MPI's own call completes it, as the full path would;
+/// [`persistent_waited_after`] counts it out. Below `MPI_THREAD_MULTIPLE` the receive is found
+/// without the table's lock, and the state is `None`; at it, the state is the receive.
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
@@ -267,13 +268,21 @@ pub unsafe fn persistent_waited_before(
     rt: &Runtime,
     count: c_int,
     requests: *const MPI_Request,
-) -> Option<()> {
-    if rt.multiple || count != 1 || requests.is_null() || rt.needs_progress() {
+) -> Option<Option<Arc<Persistent>>> {
+    if count != 1 || requests.is_null() || rt.needs_progress() {
         return None;
     }
-    // SAFETY: as the caller promises; below MPI_THREAD_MULTIPLE, inside the user's call.
-    let p = unsafe { rt.requests.persistent_serial(*requests) }?;
-    (!p.shim_runs()).then_some(())
+    // SAFETY: as the caller promises.
+    let handle = unsafe { *requests };
+    if rt.multiple {
+        return match rt.requests.get(handle) {
+            Some(Request::Persistent(p)) if !p.shim_runs() => Some(Some(p)),
+            _ => None,
+        };
+    }
+    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+    let p = unsafe { rt.requests.persistent_serial(handle) }?;
+    (!p.shim_runs()).then_some(None)
 }
 
 /// After MPI's `MPI_Wait` that [`persistent_waited_before`] allowed: MPI completed the start
@@ -287,11 +296,16 @@ pub unsafe fn persistent_waited_after(
     _count: c_int,
     requests: *const MPI_Request,
     _code: Code,
-    _: (),
+    waited: Option<Arc<Persistent>>,
 ) {
-    // SAFETY: as the caller promises.
-    if let Some(p) = unsafe { rt.requests.persistent_serial(*requests) } {
-        p.done_in_mpi();
+    match waited {
+        Some(p) => p.done_in_mpi(),
+        None => {
+            // SAFETY: as the caller promises.
+            if let Some(p) = unsafe { rt.requests.persistent_serial(*requests) } {
+                p.done_in_mpi();
+            }
+        }
     }
 }
 

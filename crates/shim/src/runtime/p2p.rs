@@ -18,6 +18,7 @@ use crate::mpi::{
 };
 use matchshim_core::protocol::policy::FOLLOW_EVERY;
 use matchshim_core::protocol::{PlainCall, Policy, Posted, Probe};
+use smallvec::SmallVec;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
@@ -497,12 +498,18 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
     }
 }
 
-/// `MPI_Start` and `MPI_Startall` below `MPI_THREAD_MULTIPLE`, where the plain test found
-/// handles the shim may know: where each one it knows is an inactive persistent receive (not
-/// from `MPI_PROC_NULL`) whose communicator's plain path is open ([`PlainCall::Start`]), MPI's
-/// own call starts them all, as the full path's route would have; each is counted in as a
-/// receive MPI holds first. `None` sends the call to the full path (erroneous starts
-/// included, which it reports).
+/// What [`plain_starts_before`] holds while MPI's call starts the persistent receives: at
+/// `MPI_THREAD_MULTIPLE`, each receive with the permit of its communicator (a switch to
+/// takeover waits until MPI holds it); below, nothing.
+pub type PlainStarts = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
+
+/// `MPI_Start` and `MPI_Startall` where the plain test found handles the shim may know: where
+/// each one it knows is an inactive persistent receive (not from `MPI_PROC_NULL`) whose
+/// communicator's plain path is open ([`PlainCall::Start`]), MPI's own call starts them all,
+/// as the full path's route would have; each is counted in as a receive MPI holds first.
+/// Below `MPI_THREAD_MULTIPLE` the receives are found without the table's lock
+/// ([`request::Registry::persistent_serial`]). `None` sends the call to the full path
+/// (erroneous starts included, which it reports).
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
@@ -511,12 +518,15 @@ pub unsafe fn plain_starts_before(
     rt: &Runtime,
     count: c_int,
     requests: *const MPI_Request,
-) -> Option<()> {
-    if rt.multiple || count <= 0 || requests.is_null() {
+) -> Option<PlainStarts> {
+    if count <= 0 || requests.is_null() {
         return None;
     }
     // SAFETY: as the caller promises.
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+    if rt.multiple {
+        return plain_starts_threaded(rt, handles);
+    }
     let registry = &rt.requests;
     for &handle in handles {
         if registry.surely_unknown(handle) {
@@ -524,10 +534,7 @@ pub unsafe fn plain_starts_before(
         }
         // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
         let p = unsafe { registry.persistent_serial(handle) }?;
-        let plain = p.source != abi().proc_null
-            && !p.is_active()
-            && p.comm.takeover.plain_delegation_serial(PlainCall::Start);
-        if !plain {
+        if !(startable(p) && p.comm.takeover.plain_delegation_serial(PlainCall::Start)) {
             return None;
         }
     }
@@ -537,11 +544,44 @@ pub unsafe fn plain_starts_before(
             p.started_in_mpi();
         }
     }
-    Some(())
+    Some(PlainStarts::new())
 }
 
-/// After MPI's call that [`plain_starts_before`] allowed: a failed call counts its persistent
-/// receives out again (its error is MPI's, as the program made the call).
+/// A persistent receive whose start MPI can run as it is: inactive, not from `MPI_PROC_NULL`
+/// (whose status the shim writes).
+#[inline(always)]
+fn startable(p: &Persistent) -> bool {
+    p.source != abi().proc_null && !p.is_active()
+}
+
+/// [`plain_starts_before`] at `MPI_THREAD_MULTIPLE`: the receives from the table, each with
+/// its communicator's permit held until MPI's call returned.
+#[inline(never)]
+fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainStarts> {
+    let slot = super::thread::with_local(|local| local.slot());
+    let mut starts = PlainStarts::new();
+    for &handle in handles {
+        if rt.requests.surely_unknown(handle) {
+            continue;
+        }
+        let Some(Request::Persistent(p)) = rt.requests.get(handle) else {
+            return None;
+        };
+        if !startable(&p) {
+            return None;
+        }
+        let permit = p.comm.plain_permit(PlainCall::Start, slot)?;
+        starts.push((p, permit));
+    }
+    for (p, _) in &starts {
+        p.started_in_mpi();
+    }
+    Some(starts)
+}
+
+/// After MPI's call that [`plain_starts_before`] allowed: the permits go, and a failed call
+/// counts its persistent receives out again (its error is MPI's, as the program made the
+/// call).
 ///
 /// # Safety
 /// As for [`plain_starts_before`].
@@ -551,9 +591,13 @@ pub unsafe fn plain_starts_after(
     count: c_int,
     requests: *const MPI_Request,
     code: Code,
-    _: (),
+    starts: PlainStarts,
 ) {
     if code == abi().success {
+        return;
+    }
+    if rt.multiple {
+        starts.iter().for_each(|(p, _)| p.done_in_mpi());
         return;
     }
     // SAFETY: as the caller promises.

@@ -8,8 +8,10 @@
 # 1 MiB), bandwidth (a window of 64 posted Irecvs, as osu_bw, 1 B to 1 MiB) and longqueue
 # (N posted or unexpected messages matched in reverse or in order), on 2 ranks; spread (not
 # run unless named: T receives posted per source, newest first, T = 32, 128, 512) on
-# SPREAD_RANKS ranks (default 4).  Engines default to ci/engines, takeover modes to auto
-# (MATCHSHIM_TAKEOVER); each engine runs under each mode.  A shim run counts only
+# SPREAD_RANKS ranks (default 4); persistent (not run unless named: a halo of a persistent
+# receive and send, Startall then Waitall or two Waits, 8 B) on 2 ranks.  Engines default to
+# ci/engines, takeover modes to auto (MATCHSHIM_TAKEOVER); each engine runs under each mode.
+# A shim run counts only
 # if the shim's report (MATCHSHIM_REPORT) shows both ranks ran it with the engine asked for, so
 # a dropped preload cannot pass as "1.00x".  Each round runs every configuration (native, then
 # the shim ones) once, in an order that rotates from round to round, so slow phases of a shared
@@ -20,8 +22,9 @@
 # target only with --rounds 5 or more, and say the load.
 # Raw output: target/bench/<mpi>/.  Exit status 1 only if a run failed (numbers are not judged).
 #
-# Environment: PINGPONG_ARGS, BANDWIDTH_ARGS, LONGQUEUE_ARGS, SPREAD_ARGS (override the
-# benchmarks' arguments), SPREAD_RANKS, BENCH_TIMEOUT (seconds per run, default 120).
+# Environment: PINGPONG_ARGS, BANDWIDTH_ARGS, LONGQUEUE_ARGS, SPREAD_ARGS, PERSISTENT_ARGS
+# (override the benchmarks' arguments), SPREAD_RANKS, BENCH_TIMEOUT (seconds per run, default
+# 120).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,11 +72,13 @@ if [ "$QUICK" = 1 ]; then
     BW_ARGS=${BANDWIDTH_ARGS:--m 4096 -r 3}
     LQ_ARGS=${LONGQUEUE_ARGS:--n 1024 -r 3}
     SP_ARGS=${SPREAD_ARGS:--t 128 -r 3}
+    PS_ARGS=${PERSISTENT_ARGS:--i 20000 -r 3}
 else
     PP_ARGS=${PINGPONG_ARGS:-}
     BW_ARGS=${BANDWIDTH_ARGS:-}
     LQ_ARGS=${LONGQUEUE_ARGS:-}
     SP_ARGS=${SPREAD_ARGS:-}
+    PS_ARGS=${PERSISTENT_ARGS:-}
 fi
 
 OUT=$ROOT/target/bench/$MPI
@@ -124,6 +129,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
             case $b in
                 pingpong) args=$PP_ARGS ;;
                 bandwidth) args=$BW_ARGS ;;
+                persistent) args=$PS_ARGS ;;
                 spread) args=$SP_ARGS launch=("${MPIEXEC_SPREAD[@]}") ranks=$SPREAD_RANKS ;;
                 *) args=$LQ_ARGS ;;
             esac

@@ -500,8 +500,11 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
 
 /// What [`plain_starts_before`] holds while MPI's call starts the persistent receives: at
 /// `MPI_THREAD_MULTIPLE`, each receive with the permit of its communicator (a switch to
-/// takeover waits until MPI holds it); below, nothing.
-pub type PlainStarts = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
+/// takeover waits until MPI holds it); below, nothing (`None`, which costs nothing to drop).
+pub type PlainStarts = Option<Threaded>;
+
+/// [`PlainStarts`] at `MPI_THREAD_MULTIPLE`.
+pub type Threaded = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
 
 /// `MPI_Start` and `MPI_Startall` where the plain test found handles the shim may know: where
 /// each one it knows is an inactive persistent receive (not from `MPI_PROC_NULL`) whose
@@ -544,7 +547,7 @@ pub unsafe fn plain_starts_before(
             p.started_in_mpi();
         }
     }
-    Some(PlainStarts::new())
+    Some(None)
 }
 
 /// A persistent receive whose start MPI can run as it is: inactive, not from `MPI_PROC_NULL`
@@ -559,7 +562,7 @@ fn startable(p: &Persistent) -> bool {
 #[inline(never)]
 fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainStarts> {
     let slot = super::thread::with_local(|local| local.slot());
-    let mut starts = PlainStarts::new();
+    let mut starts = Threaded::new();
     for &handle in handles {
         if rt.requests.surely_unknown(handle) {
             continue;
@@ -576,7 +579,7 @@ fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainS
     for (p, _) in &starts {
         p.started_in_mpi();
     }
-    Some(starts)
+    Some(Some(starts))
 }
 
 /// After MPI's call that [`plain_starts_before`] allowed: the permits go, and a failed call
@@ -596,7 +599,7 @@ pub unsafe fn plain_starts_after(
     if code == abi().success {
         return;
     }
-    if rt.multiple {
+    if let Some(starts) = starts {
         starts.iter().for_each(|(p, _)| p.done_in_mpi());
         return;
     }

@@ -373,7 +373,7 @@ impl Registry {
     /// # Safety
     /// Below `MPI_THREAD_MULTIPLE`, within an MPI call: no other thread frees the request
     /// while the reference is used.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn persistent_serial(&self, handle: MPI_Request) -> Option<&Persistent> {
         let key = handle.key();
         let slot = self

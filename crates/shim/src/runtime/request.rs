@@ -375,11 +375,7 @@ impl Registry {
     /// while the reference is used.
     #[inline(always)]
     pub unsafe fn persistent_serial(&self, handle: MPI_Request) -> Option<&Persistent> {
-        let key = handle.key();
-        let slot = self
-            .persistent
-            .iter()
-            .find(|s| s.key.load(Acquire) == key)?;
+        let slot = self.slot_of(handle.key())?;
         // SAFETY: the slot's key was set after its pointer and is cleared before the table
         // lets the receive go; as the caller promises, that does not happen meanwhile.
         unsafe { slot.receive.load(Acquire).as_ref() }
@@ -435,11 +431,7 @@ impl Registry {
         // A handle MPI reused replaces its old entry, and the old entry's slot goes with it.
         self.unindex(key);
         if let Request::Persistent(p) = &request {
-            let free = self
-                .persistent
-                .iter()
-                .find(|s| s.key.load(Relaxed) == NO_SOLE);
-            if let Some(slot) = free {
+            if let Some(slot) = self.slot_of(NO_SOLE) {
                 slot.receive.store(Arc::as_ptr(p).cast_mut(), Release);
                 slot.key.store(key, Release);
             }
@@ -533,8 +525,9 @@ impl Registry {
 
     /// For a call of MPI's that completes every handle (`MPI_Waitall`): whether each one the
     /// shim knows among `handles` from position `first` on completes in MPI's own call
-    /// ([`Request::completes_in_mpi`]); if so they are counted out now, under the table's lock
-    /// and without copies (the followed receives leave the table, MPI frees their handles).
+    /// ([`Request::completes_in_mpi`]); if so they are counted out now, without copies: below
+    /// `MPI_THREAD_MULTIPLE` from the index where it holds them all, else under the table's
+    /// lock (the followed receives leave the table, MPI frees their handles).
     #[inline(never)]
     pub fn count_out_completing(&self, handles: &[MPI_Request], first: usize) -> bool {
         if !self.multiple {
@@ -571,9 +564,15 @@ impl Registry {
         true
     }
 
+    /// The persistent receives' slot holding `key` ([`NO_SOLE`]: a free one).
+    #[inline(always)]
+    fn slot_of(&self, key: usize) -> Option<&PersistentSlot> {
+        self.persistent.iter().find(|s| s.key.load(Acquire) == key)
+    }
+
     /// Clears the persistent receive's slot of `key`, if any (under the table's lock).
     fn unindex(&self, key: usize) {
-        if let Some(slot) = self.persistent.iter().find(|s| s.key.load(Relaxed) == key) {
+        if let Some(slot) = self.slot_of(key) {
             slot.key.store(NO_SOLE, Release);
             slot.receive.store(std::ptr::null_mut(), Release);
         }

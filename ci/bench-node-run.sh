@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
-#   run.sh [OUT [SECTION...]]   sections: p2p spread hogged colls comms hotspot halo apps hpcc
+#   run.sh [OUT [SECTION...]]   sections: p2p persistent spread hogged colls comms hotspot halo
+#                               apps hpcc
 #                               (all by default), control (2-rank ping-pong and collectives
 #                               under an empty preloaded library: the noise floor), or smoke
 #                               (one 8-byte ping-pong).
@@ -11,7 +12,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:-$here/out}
 shift $(($# > 0))
 sections=("$@")
-[ $# -gt 0 ] || sections=(p2p spread hogged colls comms hotspot halo apps hpcc)
+[ $# -gt 0 ] || sections=(p2p persistent spread hogged colls comms hotspot halo apps hpcc)
 rounds=${ROUNDS:-3}
 limit=${TIMEOUT:-60}
 reports=$(mktemp -d)
@@ -112,6 +113,15 @@ p2p() {
     rotate "$1" 2 "native auto" quiet bandwidth -m 65536 -r 5
     rotate "$1" 2 "native auto" quiet longqueue -n 4096 -r 3
 }
+# A halo of persistent requests (Startall, then Waitall or two Waits): one rank sending to
+# itself shows the shim's share most.
+persistent() {
+    local n
+    for n in 1 2; do
+        rotate "$1" $n "native auto" quiet persistent
+        rotate "$1" $n "native auto" quiet persistent -t
+    done
+}
 # Receives posted per source, newest first: shallow per source, deep as one list.
 spread() {
     local n
@@ -139,7 +149,12 @@ halo() {
     local t
     for t in 1 2 4 8; do BIND=none rotate "$1" 2 "native auto" quiet halo_mt -d 1 -t $t -i 1000 -r 5; done
 }
-apps() { local app; for app in app_radix app_nbody app_miniamr; do rotate "$1" 4 "native auto shim" quiet $app; done; }
+apps() {
+    local app
+    for app in app_radix app_nbody app_miniamr; do
+        rotate "$1" 4 "native auto shim empty" quiet $app
+    done
+}
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
 # What preloading any library does: one that defines nothing, beside native and the shim.
 control() {
@@ -173,10 +188,10 @@ for line in open(sys.argv[1]):
     mpi, n, cfg, tag = words[:4]
     kv = dict(w.split("=", 1) for w in words[4:] if "=" in w)
     name = kv.get("name") or kv.get("coll") or kv.get("bench")
-    detail = " ".join(f"{k}={kv[k]}" for k in ("size", "n", "bytes", "threads") if k in kv)
+    detail = " ".join(f"{k}={kv[k]}" for k in ("size", "n", "bytes", "threads", "level") if k in kv)
     us = float(kv.get("usec") or kv.get("us") or kv.get("us_per_iter"))
     rows[(mpi, tag, name, int(n), detail)][cfg].append(us)
-print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':14} {'native us':>10} "
+print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':22} {'native us':>10} "
       f"{'auto':>7} {'shim':>7} {'empty':>7}")
 for (mpi, tag, name, n, detail), cfgs in rows.items():
     if "native" not in cfgs:
@@ -184,5 +199,5 @@ for (mpi, tag, name, n, detail), cfgs in rows.items():
     base = statistics.median(cfgs["native"])
     ratios = [f"{statistics.median(cfgs[c]) / base:7.2f}" if c in cfgs else f"{'':7}"
               for c in ("auto", "shim", "empty")]
-    print(f"{mpi:8} {tag:5} {name:28} {n:>5} {detail:14} {base:10.3f} {' '.join(ratios)}")
+    print(f"{mpi:8} {tag:5} {name:28} {n:>5} {detail:22} {base:10.3f} {' '.join(ratios)}")
 PY

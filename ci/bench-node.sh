@@ -10,13 +10,15 @@
 #
 # run.sh relocates both MPIs into its own folder (no install, nothing written outside it and
 # /tmp). Ranks are bound to a core each (not for halo_mt's threads nor beside the busy loop).
-# Per MPI, native against the shim as it comes (auto) and, for collectives, with the
-# shim running them all (MATCHSHIM_COLL=shim), in rotating order, ROUNDS rounds (default 3):
-# ping-pong and the 64-deep bandwidth window (2 ranks), the long queues of 4096 quiet and then
-# on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks (and 16 on
-# 16 cores), the Comm_split/Comm_dup/free loop at 4 and 8, the hot spot at 8 (and 16),
-# halo_mt with 1-8 threads at MPI_THREAD_MULTIPLE, the application mixes at 4 and, on Open
-# MPI, Debian's hpcc (HPL order 2000) at 4 and 8. A shim run counts only if every rank's report is there. Medians over the
+# Per MPI, native against the shim as it comes (auto) and, for collectives and the
+# application mixes, with the shim running every collective (MATCHSHIM_COLL=shim), in
+# rotating order, ROUNDS rounds (default 3): ping-pong and the 64-deep bandwidth window
+# (2 ranks), the persistent halo (1 and 2 ranks, both thread levels), the long queues of 4096
+# quiet and then on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks
+# (and 16 on 16 cores), the Comm_split/Comm_dup/free loop at 4 and 8, the hot spot at 8 (and
+# 16), halo_mt with 1-8 threads at MPI_THREAD_MULTIPLE, the application mixes at 4 (also
+# under a preloaded library that defines nothing) and, on Open MPI, Debian's hpcc (HPL order
+# 2000) at 4 and 8. A shim run counts only if every rank's report is there. Medians over the
 # rounds; ratios shim/native of time, or of rate for hpcc's figures but its latencies.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -33,7 +35,8 @@ for mpi in mpich openmpi; do
     build_shim "$mpi" >&2
     mkdir -p "$dir/$mpi"
     strip -o "$dir/$mpi/libmatchshim.so" "$(shim_lib_for "$mpi")"
-    for prog in pingpong bandwidth longqueue spread coll halo_mt app_radix app_nbody app_miniamr; do
+    for prog in pingpong bandwidth longqueue spread persistent coll halo_mt app_radix app_nbody \
+        app_miniamr; do
         "$(mpicc_for "$mpi")" -O2 -Wno-stringop-overflow -I"$root/ci/bench" \
             -o "$dir/$mpi/$prog" "$root/ci/bench/$prog.c" -lm
     done

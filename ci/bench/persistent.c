@@ -11,7 +11,7 @@
  * -v: only that variant.  -t: MPI_Init_thread with MPI_THREAD_MULTIPLE.  Size in bytes,
  * default 8.  Each variant: one warm-up repetition, then reps repetitions of iters iterations;
  * prints the slowest rank's median and minimum as
- *   RESULT name=persistent_waitall size=8 usec=0.452 min=0.447 iters=100000 reps=5
+ *   RESULT name=persistent_waitall size=8 level=single usec=0.452 min=0.447 iters=100000 reps=5
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -96,9 +96,9 @@ int main(int argc, char **argv) {
         h.by_wait = variant;
         timed_reps(names[variant], reps, run, &h, t);
         if (rank == 0) {
-            printf("RESULT name=%s size=%d usec=%.3f min=%.3f iters=%d reps=%d\n",
-                   names[variant], ints * (int)sizeof(int), t[reps / 2] * 1e6, t[0] * 1e6,
-                   iters, reps);
+            printf("RESULT name=%s size=%d level=%s usec=%.3f min=%.3f iters=%d reps=%d\n",
+                   names[variant], ints * (int)sizeof(int), threads ? "multiple" : "single",
+                   t[reps / 2] * 1e6, t[0] * 1e6, iters, reps);
             fflush(stdout);
         }
     }

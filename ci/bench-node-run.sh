@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs in the folder ci/bench-node.sh packs, on a node without MPI or cargo (see that script).
 #   run.sh [OUT [SECTION...]]   sections: p2p persistent spread hogged colls comms hotspot halo
-#                               apps hpcc
-#                               (all by default), control (2-rank ping-pong and collectives
-#                               under an empty preloaded library: the noise floor), or smoke
-#                               (one 8-byte ping-pong).
+#                               apps hpcc (all by default), control (2-rank ping-pong and
+#                               collectives under an empty preloaded library: the noise
+#                               floor), or smoke (one 8-byte ping-pong).
+# OUT gets results.txt (every result line), table.txt and takeovers.txt (the shim's line at
+# MPI_Finalize from each run in which it took a queue over).
 # Environment: MPIS (default "mpich openmpi"), ROUNDS (default 3), TIMEOUT (seconds per run,
 # default 60).
 set -uo pipefail
@@ -20,6 +21,7 @@ trap 'rm -rf "$reports"' EXIT
 mkdir -p "$out"
 results=$out/results.txt
 : >"$results"
+: >"$out/takeovers.txt"
 # Both MPIs from this folder, not from where Debian put them.
 export PATH=$here/bin:$PATH LD_LIBRARY_PATH=$here/lib UCX_MODULE_DIR=$here/lib/ucx
 export OPAL_PREFIX=$here/ompi OPAL_BINDIR=$here/bin OPAL_LIBDIR=$here/lib
@@ -72,6 +74,8 @@ one() {
         return
     fi
     grep -E '^(RESULT|bench=)' <<<"$log" | sed "s/^/$mpi $n $cfg $tag /" >>"$results"
+    # The shim's line at MPI_Finalize, printed where it took a queue over.
+    grep '^matchshim (' <<<"$log" | sed "s/^/$mpi $n $cfg $tag $prog: /" >>"$out/takeovers.txt"
 }
 
 # `rotate MPI N "CONFIGS" TAG PROG ARGS...`: ROUNDS rounds, the configurations' order rotating.

@@ -117,8 +117,8 @@ p2p() {
     rotate "$1" 2 "native auto" quiet bandwidth -m 65536 -r 5
     rotate "$1" 2 "native auto" quiet longqueue -n 4096 -r 3
 }
-# A halo of persistent requests (Startall, then Waitall or two Waits): one rank sending to
-# itself shows the shim's share most.
+# A halo of persistent requests (Startall, then Waitall, two Waits or a Testall loop): one
+# rank sending to itself shows the shim's share most.
 persistent() {
     local n
     for n in 1 2; do

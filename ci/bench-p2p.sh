@@ -9,8 +9,9 @@
 # (N posted or unexpected messages matched in reverse or in order), on 2 ranks; spread (not
 # run unless named: T receives posted per source, newest first, T = 32, 128, 512) on
 # SPREAD_RANKS ranks (default 4); persistent (not run unless named: a halo of a persistent
-# receive and send, Startall then Waitall or two Waits, 8 B) on 2 ranks.  Engines default to
-# ci/engines, takeover modes to auto (MATCHSHIM_TAKEOVER); each engine runs under each mode.
+# receive and send, Startall then Waitall, two Waits or a Testall loop, 8 B) on 2 ranks.
+# Engines default to ci/engines, takeover modes to auto (MATCHSHIM_TAKEOVER); each engine runs
+# under each mode.
 # A shim run counts only
 # if the shim's report (MATCHSHIM_REPORT) shows both ranks ran it with the engine asked for, so
 # a dropped preload cannot pass as "1.00x".  Each round runs every configuration (native, then

@@ -4,11 +4,12 @@
  * MPI_Wait), the receive beside an inactive handle: rank 0 posts a receive, polls it a few
  * times while nothing can have been sent, then lets rank 1 send. Every message arrives once,
  * in order, with its status, and the call says which handle completed. Then a persistent
- * receive, started and completed by MPI_Waitall as often, then by MPI_Wait. The shim follows
- * one receive in 64 that MPI holds, and every start of a persistent one, to its completion;
- * under the shim, a started persistent receive MPI holds is counted (under `auto`), and once
- * every receive completed, its count of receives MPI holds for the communicator (MPI_T
- * `matchshim_receives_in_mpi`) is 0 again, whichever call completed them.
+ * receive, started as often and completed by each of those calls in turn, by MPI_Waitall and
+ * by MPI_Wait. The shim follows one receive in 64 that MPI holds, and every start of a
+ * persistent one, to its completion; under the shim, a started persistent receive MPI holds
+ * is counted (under `auto`) until it completes, and once every receive completed, its count
+ * of receives MPI holds for the communicator (MPI_T `matchshim_receives_in_mpi`) is 0 again,
+ * whichever call completed them.
  * p2p_followed_polls_mt.c runs it at MPI_THREAD_MULTIPLE. */
 #define _GNU_SOURCE
 #include "common.h"
@@ -18,9 +19,9 @@
 #define TAG 5
 #define GO 6
 
-enum { TEST, TESTANY, TESTALL, TESTSOME, WAITANY, WAITSOME, GET_STATUS, NCALLS };
-static const char *const call_names[NCALLS] = {"test",    "testany",  "testall",   "testsome",
-                                               "waitany", "waitsome", "get_status"};
+enum { TEST, TESTANY, TESTALL, TESTSOME, WAITANY, WAITSOME, GET_STATUS, NCALLS, WAITALL, WAIT };
+static const char *const call_names[] = {"test",    "testany",  "testall",    "testsome", "waitany",
+                                         "waitsome", "get_status", "", "waitall", "wait"};
 
 /* One call on r[0] (the receive) and r[1] (MPI_REQUEST_NULL): 1 when it completed r[0]. */
 static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
@@ -58,6 +59,13 @@ static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
         EXPECT(outcount == 1 && indices[0] == 0, "waitsome: %d, index %d", outcount, indices[0]);
         *st = sts[0];
         return 1;
+    case WAITALL:
+        CHK(MPI_Waitall(2, r, sts));
+        *st = sts[0];
+        return 1;
+    case WAIT:
+        CHK(MPI_Wait(&r[0], st));
+        return 1;
     default:
         CHK(MPI_Request_get_status(r[0], &flag, st));
         if (flag) {
@@ -67,6 +75,8 @@ static int poll_once(int call, MPI_Request r[2], MPI_Status *st)
         return flag;
     }
 }
+
+static int blocks(int call) { return call == WAITANY || call == WAITSOME || call >= WAITALL; }
 
 static void polls(int call)
 {
@@ -78,7 +88,7 @@ static void polls(int call)
             MPI_Status st;
             CHK(MPI_Irecv(buf, 4, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]));
             int done = 0;
-            if (call != WAITANY && call != WAITSOME)
+            if (!blocks(call))
                 for (int i = 0; i < 3 && !done; i++)
                     done = poll_once(call, r, &st);
             EXPECT(!done, "%s: completed before anything was sent", call_names[call]);
@@ -122,11 +132,12 @@ static unsigned long long world_pvar(const char *name, int var_class)
 
 static int under_shim(void) { return dlsym(RTLD_DEFAULT, "matchshim_engine") != NULL; }
 
-/* A persistent receive started ROUNDS times, each start completed by MPI_Waitall beside an
- * inactive handle (or by MPI_Wait alone): MPI keeps the request, the shim counts each start
- * MPI runs (checked on the first, where the takeover policy is `auto` and MPI matches for the
- * communicator). */
-static void persistent_completed(int by_waitall)
+/* A persistent receive started ROUNDS times, each start completed by `call` beside an
+ * inactive handle, polled a few times first where it does not block: MPI keeps the request,
+ * the shim counts each start MPI runs until it completes (checked on the first, where the
+ * takeover policy is `auto` and MPI matches for the communicator), and a start still counted
+ * fails the next MPI_Start. */
+static void persistent_completed(int call)
 {
     int peer = 1 - t_rank, go = 0, buf[4];
     const char *policy = getenv("MATCHSHIM_TAKEOVER");
@@ -136,19 +147,25 @@ static void persistent_completed(int by_waitall)
         CHK(MPI_Recv_init(buf, 4, MPI_INT, peer, TAG, MPI_COMM_WORLD, &r[0]));
     for (int round = 0; round < ROUNDS; round++) {
         if (t_rank == 0) {
-            MPI_Status sts[2];
+            MPI_Status st;
+            int done = 0, check = round == 0 && counted &&
+                                  world_pvar("matchshim_mode", MPI_T_PVAR_CLASS_STATE) == 0;
             CHK(MPI_Start(&r[0]));
-            if (round == 0 && counted && world_pvar("matchshim_mode", MPI_T_PVAR_CLASS_STATE) == 0) {
+            if (!blocks(call))
+                for (int i = 0; i < 3 && !done; i++)
+                    done = poll_once(call, r, &st);
+            EXPECT(!done, "persistent %s: completed before anything was sent", call_names[call]);
+            if (check) {
                 unsigned long long held = world_pvar("matchshim_receives_in_mpi", MPI_T_PVAR_CLASS_LEVEL);
-                EXPECT(held >= 1, "a started persistent receive MPI holds is not counted");
+                EXPECT(held >= 1, "persistent %s: a started persistent receive MPI holds is not counted",
+                       call_names[call]);
             }
             CHK(MPI_Send(&go, 1, MPI_INT, peer, GO, MPI_COMM_WORLD));
-            if (by_waitall)
-                CHK(MPI_Waitall(2, r, sts));
-            else
-                CHK(MPI_Wait(&r[0], &sts[0]));
-            EXPECT(r[0] != MPI_REQUEST_NULL, "the completion call freed the persistent request");
-            EXPECT_MSG(buf, 4, peer, TAG, round, sts[0]);
+            while (!done)
+                done = poll_once(call, r, &st);
+            EXPECT(r[0] != MPI_REQUEST_NULL, "persistent %s: the completion call freed the request",
+                   call_names[call]);
+            EXPECT_MSG(buf, 4, peer, TAG, round, st);
         } else {
             int out[4];
             fill(out, 4, t_rank, TAG, round);
@@ -158,7 +175,9 @@ static void persistent_completed(int by_waitall)
     }
     if (t_rank == 0)
         CHK(MPI_Request_free(&r[0]));
-    report(by_waitall ? "persistent_waitall" : "persistent_wait");
+    char name[32];
+    snprintf(name, sizeof name, "persistent_%s", call_names[call]);
+    report(name);
 }
 
 int main(int argc, char **argv)
@@ -171,8 +190,10 @@ int main(int argc, char **argv)
 #endif
     for (int call = 0; call < NCALLS; call++)
         polls(call);
-    persistent_completed(1);
-    persistent_completed(0);
+    for (int call = 0; call < NCALLS; call++)
+        persistent_completed(call);
+    persistent_completed(WAITALL);
+    persistent_completed(WAIT);
     if (under_shim()) {
         unsigned long long held = world_pvar("matchshim_receives_in_mpi", MPI_T_PVAR_CLASS_LEVEL);
         EXPECT(held == 0, "the shim counts %llu receives in MPI after all completed", held);

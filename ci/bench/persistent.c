@@ -8,6 +8,7 @@
  * completes them, checking the first int received (the iteration's number):
  *   persistent_waitall  MPI_Waitall over both.
  *   persistent_wait     MPI_Wait on each.
+ *   persistent_testall  MPI_Testall over both until it sets its flag (a polling loop).
  * -v: only that variant.  -t: MPI_Init_thread with MPI_THREAD_MULTIPLE.  Size in bytes,
  * default 8.  Each variant: one warm-up repetition, then reps repetitions of iters iterations;
  * prints the slowest rank's median and minimum as
@@ -26,9 +27,11 @@
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #endif
 
+enum { BY_WAITALL, BY_WAIT, BY_TESTALL, NVARIANTS };
+
 struct halo {
     int *out, *in;
-    int ints, iters, by_wait;
+    int ints, iters, completion;
     MPI_Request r[2];
 };
 
@@ -40,9 +43,13 @@ static double run(void *arg, uint64_t *checksum) {
     for (int i = 0; i < h->iters; i++) {
         h->out[0] = i;
         MPI_Startall(2, h->r);
-        if (h->by_wait) {
+        if (h->completion == BY_WAIT) {
             MPI_Wait(&h->r[0], MPI_STATUS_IGNORE);
             MPI_Wait(&h->r[1], MPI_STATUS_IGNORE);
+        } else if (h->completion == BY_TESTALL) {
+            int flag = 0;
+            while (!flag)
+                MPI_Testall(2, h->r, &flag, MPI_STATUSES_IGNORE);
         } else {
             MPI_Waitall(2, h->r, MPI_STATUSES_IGNORE);
         }
@@ -89,11 +96,12 @@ int main(int argc, char **argv) {
     MPI_Recv_init(h.in, ints, MPI_INT, peer, 3, MPI_COMM_WORLD, &h.r[0]);
     MPI_Send_init(h.out, ints, MPI_INT, peer, 3, MPI_COMM_WORLD, &h.r[1]);
     double *t = malloc(sizeof(double) * reps);
-    static const char *names[] = {"persistent_waitall", "persistent_wait"};
-    for (int variant = 0; variant < 2; variant++) {
+    static const char *names[NVARIANTS] = {"persistent_waitall", "persistent_wait",
+                                           "persistent_testall"};
+    for (int variant = 0; variant < NVARIANTS; variant++) {
         if (only && strcmp(only, names[variant]) != 0)
             continue;
-        h.by_wait = variant;
+        h.completion = variant;
         timed_reps(names[variant], reps, run, &h, t);
         if (rank == 0) {
             printf("RESULT name=%s size=%d level=%s usec=%.3f min=%.3f iters=%d reps=%d\n",

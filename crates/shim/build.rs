@@ -118,7 +118,8 @@ struct Call {
     plain_first: bool,
     /// With `plain_first`, before the full path: `runtime::{around}_before` of the call's
     /// requests; where it gives a state, MPI's own call (or `plain_mpi`), then
-    /// `runtime::{around}_after` with MPI's code and that state.
+    /// `runtime::{around}_after` with MPI's code, that state and what the call reports
+    /// complete ([`around_done`]).
     around: Option<String>,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
@@ -586,7 +587,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 .unwrap();
             } else if call.plain_first {
                 let around = match (&call.around, around_requests(call)) {
-                    (Some(around), Some((count, requests))) => format!(
+                    (Some(around), Some((count, requests))) => {
+                        let done = around_done(call);
+                        format!(
                         "// SAFETY: the caller's arguments, as MPI requires them.\n        \
                          let around =\n            \
                          unsafe {{ crate::runtime::{around}_before(rt, {count}, {requests}) }};\n        \
@@ -594,10 +597,11 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                          // SAFETY: as above.\n            \
                          let code = unsafe {{ {plain_mpi}({args}) }};\n            \
                          // SAFETY: the array MPI's call had.\n            \
-                         unsafe {{ crate::runtime::{around}_after(rt, {count}, {requests}, code, state) }};\n            \
+                         unsafe {{ crate::runtime::{around}_after(rt, {count}, {requests}, code, state, {done}) }};\n            \
                          return code;\n        \
                          }}\n        "
-                    ),
+                        )
+                    }
                     _ => String::new(),
                 };
                 // A call made from inside the shim goes to MPI as the plain path does: that
@@ -670,6 +674,29 @@ fn around_requests(call: &Call) -> Option<(String, String)> {
             ("RequestInOut", None) => Some(("1".to_string(), a.name.clone())),
             _ => None,
         })
+}
+
+/// What a call with `around` reports it completed, for its `_after`: a `complete::Done` of
+/// its index, its count and indices, or its flag; else every request it was given.
+fn around_done(call: &Call) -> String {
+    let named = |kind: &str| {
+        call.args
+            .iter()
+            .find(|a| a.kind == kind)
+            .map(|a| a.name.clone())
+    };
+    let done = "crate::runtime::complete::Done";
+    match (
+        named("Index"),
+        named("IntOut"),
+        named("Indices"),
+        named("Flag"),
+    ) {
+        (Some(index), ..) => format!("{done}::Index({index})"),
+        (None, Some(outcount), Some(indices), _) => format!("{done}::Some({outcount}, {indices})"),
+        (None, _, _, Some(flag)) => format!("{done}::Flag({flag})"),
+        _ => format!("{done}::All"),
+    }
 }
 
 /// Open MPI's five Fortran names of a call, and MPICH's `use mpi_f08` one.

@@ -212,47 +212,127 @@ fn split(rt: &Runtime, requests: &[MPI_Request]) -> Split {
     Split::Mixed(entries)
 }
 
-/// A completion call over the `count` handles at `requests` where the only handle the shim
-/// knows is a receive MPI holds that it follows, while nothing waits for the shim's progress,
-/// is MPI's own call: the receive's position and handle, for [`followed_after`] after MPI's
-/// call; `None` otherwise. A polling loop on such a receive (one in
+/// What MPI's call reports it completed, given to an `around` call's `_after` (`calls.list`):
+/// pointers to the call's outputs, read once MPI wrote them.
+#[derive(Clone, Copy)]
+pub enum Done {
+    /// Every request it was given (`MPI_Wait`, `MPI_Waitall`), or nothing to report (a start).
+    All,
+    /// Every request, where the flag is set (`MPI_Test`, `MPI_Testall`).
+    Flag(*const c_int),
+    /// The one at the index, unless it is `MPI_UNDEFINED` (`MPI_Waitany`, `MPI_Testany`).
+    Index(*const c_int),
+    /// Those at the first `outcount` indices (`MPI_Waitsome`, `MPI_Testsome`).
+    Some(*const c_int, *const c_int),
+}
+
+impl Done {
+    /// Calls `f` with the position of each request among `count` that MPI's call completed.
+    ///
+    /// # Safety
+    /// The pointers are the call's outputs, which MPI wrote.
+    unsafe fn each(self, count: usize, mut f: impl FnMut(usize)) {
+        let at = |p: *const c_int| -> Option<usize> {
+            // SAFETY: as the caller promises.
+            let value = unsafe { p.as_ref() }.copied()?;
+            usize::try_from(value).ok()
+        };
+        match self {
+            Done::All => (0..count).for_each(f),
+            Done::Flag(flag) if at(flag).is_some_and(|set| set != 0) => (0..count).for_each(f),
+            Done::Flag(_) => {}
+            Done::Index(index) => at(index).filter(|&i| i < count).into_iter().for_each(f),
+            Done::Some(outcount, indices) => {
+                let Some(n) = at(outcount).filter(|&n| n <= count && !indices.is_null()) else {
+                    return;
+                };
+                for k in 0..n {
+                    // SAFETY: MPI wrote `n` indices.
+                    let index = unsafe { *indices.add(k) };
+                    if let Some(i) = usize::try_from(index).ok().filter(|&i| i < count) {
+                        f(i);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a polling completion call left for [`polled_after`].
+pub enum Polled {
+    /// The receive MPI holds that the shim follows, at this position with this handle.
+    Followed(usize, MPI_Request),
+    /// Persistent receives whose starts MPI runs (below `MPI_THREAD_MULTIPLE`).
+    Persistent,
+}
+
+/// A completion call over the `count` handles at `requests`, while nothing waits for the
+/// shim's progress, is MPI's own call where the only handle the shim knows is a receive MPI
+/// holds that it follows, or, below `MPI_THREAD_MULTIPLE`, where every handle it knows is a
+/// persistent receive whose start MPI runs (or an inactive one) found without the table's
+/// lock; `None` otherwise. [`polled_after`] counts out what MPI completed. A polling loop on
+/// such receives (the followed one is one in
 /// [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY)) then pays no lookup in the
 /// table and no progress of the shim's per call.
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
 #[inline(always)]
-pub unsafe fn followed_before(
+pub unsafe fn polled_before(
     rt: &Runtime,
     count: c_int,
     requests: *const MPI_Request,
-) -> Option<(usize, MPI_Request)> {
+) -> Option<Polled> {
     if rt.needs_progress() || count <= 0 || requests.is_null() {
         return None;
     }
     // SAFETY: as the caller promises.
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
-    let at = rt.requests.sole_followed_in(handles)?;
-    Some((at, handles[at]))
+    if let Some(at) = rt.requests.sole_followed_in(handles) {
+        return Some(Polled::Followed(at, handles[at]));
+    }
+    if rt.multiple {
+        return None;
+    }
+    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+    (unsafe { rt.requests.persistent_in_mpi_serial(handles, 0) } == Some(true))
+        .then_some(Polled::Persistent)
 }
 
-/// After MPI's call that [`followed_before`] allowed: the followed receive `handle` at
-/// position `at` is counted out if MPI completed it (MPI sets a completed request's handle to
-/// `MPI_REQUEST_NULL`).
+/// After MPI's call that [`polled_before`] allowed: the followed receive is counted out if MPI
+/// completed it (MPI sets a completed request's handle to `MPI_REQUEST_NULL`); each persistent
+/// receive MPI's call reports complete (`done`) is counted out (MPI keeps its handle).
 ///
 /// # Safety
-/// `requests` is the call's array, which holds position `at`.
+/// `requests` is the call's array of `count` handles, and `done` its outputs.
 #[inline(always)]
-pub unsafe fn followed_after(
+pub unsafe fn polled_after(
     rt: &Runtime,
-    _count: c_int,
+    count: c_int,
     requests: *const MPI_Request,
     _code: Code,
-    (at, handle): (usize, MPI_Request),
+    polled: Polled,
+    done: Done,
 ) {
-    // SAFETY: as the caller promises.
-    if unsafe { *requests.add(at) } != handle {
-        rt.requests.settle_followed(handle);
+    match polled {
+        Polled::Followed(at, handle) => {
+            // SAFETY: as the caller promises.
+            if unsafe { *requests.add(at) } != handle {
+                rt.requests.settle_followed(handle);
+            }
+        }
+        Polled::Persistent => {
+            // SAFETY: as the caller promises.
+            let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
+            // SAFETY: as above; below MPI_THREAD_MULTIPLE, inside the user's call.
+            unsafe {
+                done.each(handles.len(), |at| {
+                    if let Some(p) = rt.requests.persistent_serial(handles[at]) {
+                        p.done_in_mpi();
+                    }
+                })
+            };
+        }
     }
 }
 
@@ -297,6 +377,7 @@ pub unsafe fn persistent_waited_after(
     requests: *const MPI_Request,
     _code: Code,
     waited: Option<Arc<Persistent>>,
+    _done: Done,
 ) {
     match waited {
         Some(p) => p.done_in_mpi(),

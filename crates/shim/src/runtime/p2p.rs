@@ -6,6 +6,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use super::comm::{Caller, Channel, Comm, Drain, Permit, ReceivedBy, Recv, Route};
+use super::complete::Done;
 use super::completion::Completion;
 use super::receive::{Buffer, Delivery, Landed, Stage};
 use super::request::{self, Operation, Persistent, Request};
@@ -595,6 +596,7 @@ pub unsafe fn plain_starts_after(
     requests: *const MPI_Request,
     code: Code,
     starts: PlainStarts,
+    _done: Done,
 ) {
     if code == abi().success {
         return;

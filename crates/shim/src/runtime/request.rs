@@ -589,22 +589,44 @@ impl Registry {
         handles: &[MPI_Request],
         first: usize,
     ) -> Option<bool> {
+        // SAFETY: as the caller promises.
+        let in_mpi = unsafe { self.persistent_in_mpi_serial(handles, first) }?;
+        if in_mpi {
+            let filter = self.filter.load(Acquire);
+            for &handle in &handles[first.min(handles.len())..] {
+                if filter & filter_bit(handle.key()) != 0 {
+                    // SAFETY: as above.
+                    if let Some(p) = unsafe { self.persistent_serial(handle) } {
+                        p.done_in_mpi();
+                    }
+                }
+            }
+        }
+        Some(in_mpi)
+    }
+
+    /// Whether every handle among `handles` from `first` on that the filter lets pass is an
+    /// indexed persistent receive whose start MPI runs (or an inactive one): MPI's own
+    /// completion call then completes them as it would without the shim. `None` where one is
+    /// not in the index (the table may know it), read without the table's lock.
+    ///
+    /// # Safety
+    /// As for [`Registry::persistent_serial`].
+    #[inline]
+    pub unsafe fn persistent_in_mpi_serial(
+        &self,
+        handles: &[MPI_Request],
+        first: usize,
+    ) -> Option<bool> {
         let filter = self.filter.load(Acquire);
-        let handles = &handles[first.min(handles.len())..];
-        let maybe = |handle: &&MPI_Request| filter & filter_bit(handle.key()) != 0;
-        for &handle in handles.iter().filter(maybe) {
-            // SAFETY: as the caller promises.
-            if unsafe { self.persistent_serial(handle) }?.shim_runs() {
-                return Some(false);
+        let mut in_mpi = true;
+        for &handle in &handles[first.min(handles.len())..] {
+            if filter & filter_bit(handle.key()) != 0 {
+                // SAFETY: as the caller promises.
+                in_mpi &= !unsafe { self.persistent_serial(handle) }?.shim_runs();
             }
         }
-        for &handle in handles.iter().filter(maybe) {
-            // SAFETY: as above.
-            if let Some(p) = unsafe { self.persistent_serial(handle) } {
-                p.done_in_mpi();
-            }
-        }
-        Some(true)
+        Some(in_mpi)
     }
 
     pub fn remove(&self, handle: MPI_Request) {

@@ -301,12 +301,42 @@ impl Table {
         }
         known
     }
+
+    /// The keys of the requests among `handles` (those `maybe` lets pass looked up), if each
+    /// completes in MPI's own call ([`Request::completes_in_mpi`]).
+    fn completing_in_mpi(
+        &self,
+        handles: &[MPI_Request],
+        maybe: impl Fn(usize) -> bool,
+    ) -> Option<SmallVec<[usize; 4]>> {
+        let mut known = SmallVec::new();
+        for handle in handles {
+            let key = handle.key();
+            if maybe(key) {
+                match self.requests.get(&key) {
+                    Some(request) if !request.completes_in_mpi() => return None,
+                    Some(_) => known.push(key),
+                    None => {}
+                }
+            }
+        }
+        Some(known)
+    }
 }
 
 /// A filter of 4096 bits over some keys: a few dozen keys set a few dozen of them.
 struct WideFilter([u64; 64]);
 
 impl WideFilter {
+    /// The filter of `table`'s keys for a pass over `handles` handles, where the table holds
+    /// more than one key and no more than the handles: the one-word filter says "maybe" for
+    /// most handles once it holds some dozens of keys (one followed receive in 64 of a long
+    /// array), and each "maybe" costs a hash lookup.
+    fn for_table(table: &Table, handles: usize) -> Option<WideFilter> {
+        let keys = table.requests.len();
+        (keys > 1 && keys <= handles).then(|| WideFilter::of(table.requests.keys()))
+    }
+
     fn of<'a>(keys: impl Iterator<Item = &'a usize>) -> WideFilter {
         let mut bits = [0u64; 64];
         for &key in keys {
@@ -510,16 +540,13 @@ impl Registry {
     pub fn known_from(&self, handles: &[MPI_Request], first: usize) -> Known {
         let table = self.table.lock();
         let handles = &handles[first.min(handles.len())..];
-        // The one-word filter says "maybe" for most handles once it holds some dozens of keys
-        // (one followed receive in 64 of a long array), and each "maybe" costs a hash lookup:
-        // a wider filter of the table as it is now, where that is no longer than the array.
-        if table.requests.len() > 1 && table.requests.len() <= handles.len() {
-            let wide = WideFilter::of(table.requests.keys());
-            table.known(handles, first, |key| wide.maybe(key))
-        } else {
-            // Under the lock the filter holds every key in the table.
-            let filter = self.filter.load(Acquire);
-            table.known(handles, first, |key| filter & filter_bit(key) != 0)
+        match WideFilter::for_table(&table, handles.len()) {
+            Some(wide) => table.known(handles, first, |key| wide.maybe(key)),
+            None => {
+                // Under the lock the filter holds every key in the table.
+                let filter = self.filter.load(Acquire);
+                table.known(handles, first, |key| filter & filter_bit(key) != 0)
+            }
         }
     }
 
@@ -537,19 +564,18 @@ impl Registry {
             }
         }
         let mut table = self.table.lock();
-        let filter = self.filter.load(Acquire);
-        let mut known: SmallVec<[usize; 4]> = SmallVec::new();
-        for handle in &handles[first.min(handles.len())..] {
-            let key = handle.key();
-            if filter & filter_bit(key) == 0 {
-                continue;
+        let handles = &handles[first.min(handles.len())..];
+        let known = match WideFilter::for_table(&table, handles.len()) {
+            Some(wide) => table.completing_in_mpi(handles, |key| wide.maybe(key)),
+            None => {
+                // Under the lock the filter holds every key in the table.
+                let filter = self.filter.load(Acquire);
+                table.completing_in_mpi(handles, |key| filter & filter_bit(key) != 0)
             }
-            match table.requests.get(&key) {
-                Some(request) if !request.completes_in_mpi() => return false,
-                Some(_) => known.push(key),
-                None => {}
-            }
-        }
+        };
+        let Some(known) = known else {
+            return false;
+        };
         for key in known {
             match table.requests.get(&key) {
                 Some(Request::Delegated(_)) => {

@@ -353,6 +353,16 @@ impl Takeover {
         std::iter::once(&self.serial).chain(self.shards.iter().map(|s| &s.counters))
     }
 
+    /// Matching went back to MPI with `receives` waiting in the shim, which MPI now holds:
+    /// the report counts them among the receives posted to MPI.
+    pub fn handed_to_mpi(&self, receives: usize) {
+        add(
+            &self.shard().delegated_receives,
+            receives as isize,
+            self.multiple(),
+        );
+    }
+
     /// A receive went to MPI; MPI holds it until its completion is seen, which `weight`
     /// receives' worth of the count waits for (0: the receive is not followed).
     #[inline]
@@ -726,11 +736,12 @@ impl Takeover {
         asks
     }
 
-    /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
-    /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
-    /// the depths its matches had. Under `auto`, when the searches since the takeover stayed
-    /// shallow: as soon as the queues are empty, or after [`SETTLE_MATCHES`] matches while they
-    /// still hold something (keeping unexpected messages, if any); that ends the episode.
+    /// A receive call on a taken-over communicator, or the shim's progress there: whether
+    /// matching goes back to MPI now, given what the shim's queues hold (`queued`: posted
+    /// receives, unexpected messages) and the depths its matches had. Under `auto`, when the
+    /// searches since the takeover stayed shallow: as soon as the queues are empty, or after
+    /// [`SETTLE_MATCHES`] matches while they still hold something (keeping unexpected
+    /// messages, if any); that ends the episode, its waiting receives counted as taken.
     /// Under `flip:N` every N-th call, keeping unexpected messages if any.
     #[inline]
     pub fn give_back_due(
@@ -748,7 +759,8 @@ impl Takeover {
                     signals.settled(self.depth, SETTLE_MATCHES)
                 };
                 if due {
-                    self.episode_ended(Ended::judged(signals, self.depth, 0));
+                    // Its waiting receives go to MPI unmatched.
+                    self.episode_ended(Ended::judged(signals, self.depth, queued.0));
                 }
                 due
             }
@@ -1290,6 +1302,34 @@ mod tests {
         let always = Takeover::new(Policy::Always, 64, (0, u64::MAX), false);
         always.handed_over(&Signals::default(), 4096);
         assert_eq!(always.limit.load(Relaxed), 128, "only auto judges episodes");
+    }
+
+    #[test]
+    fn a_shallow_give_back_counts_its_waiting_receives_in_the_queue_it_saw() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        t.dense.store(0, Relaxed);
+        // 4096 receives posted, MPI holds the first 192; the shim matches 32 at the front of
+        // the rest, then gives back the 3872 still waiting.
+        t.outstanding.store(192, Relaxed);
+        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        t.switch(Mode::Takeover, 0);
+        let mut front = Signals::default();
+        for _ in 0..SETTLE_MATCHES {
+            front.observe(0);
+        }
+        let waiting = 4096 - 192 - SETTLE_MATCHES as usize;
+        assert_eq!(
+            t.give_back_due(Policy::Auto, (waiting, 0), &front),
+            GiveBack::Whole
+        );
+        t.switch(Mode::Delegated, 1);
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
+        assert_ne!(
+            t.delegated_call(Policy::Auto),
+            Call::TakeOver,
+            "a queue as long does not ask again"
+        );
     }
 
     #[test]

@@ -42,8 +42,9 @@ launch() {
 
 # One run: `one MPI N CONFIG TAG PROG ARGS...`; its result lines go to results.txt prefixed
 # with "MPI N CONFIG TAG". CONFIG: native, auto (the shim as it comes), shim (every
-# collective on the shim) or empty (a library that defines nothing, preloaded). TAG names the
-# circumstance (quiet, hog).
+# collective on the shim), untaken (the shim as it comes but for a takeover depth so large
+# that no queue is taken over) or empty (a library that defines nothing, preloaded). TAG names
+# the circumstance (quiet, hog).
 one() {
     local mpi=$1 n=$2 cfg=$3 tag=$4 prog=$5 report
     shift 5
@@ -53,6 +54,8 @@ one() {
         auto) envv=(LD_PRELOAD="$here/$mpi/libmatchshim.so" MATCHSHIM_REPORT="$report") ;;
         shim) envv=(LD_PRELOAD="$here/$mpi/libmatchshim.so" MATCHSHIM_REPORT="$report"
                     MATCHSHIM_COLL=shim) ;;
+        untaken) envv=(LD_PRELOAD="$here/$mpi/libmatchshim.so" MATCHSHIM_REPORT="$report"
+                       MATCHSHIM_TAKEOVER_DEPTH=1048576) ;;
         empty) envv=(LD_PRELOAD="$here/empty.so") ;;
     esac
     local log rc work
@@ -69,7 +72,8 @@ one() {
         return
     fi
     # Only the shim writes reports, one line a rank.
-    if [[ $cfg == auto || $cfg == shim ]] && [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
+    if [[ $cfg == auto || $cfg == shim || $cfg == untaken ]] &&
+        [ "$(wc -l <"$report" 2>/dev/null || echo 0)" != "$n" ]; then
         echo "NO REPORT: $mpi $n $cfg $prog $*"
         return
     fi
@@ -156,7 +160,7 @@ halo() {
 apps() {
     local app
     for app in app_radix app_nbody app_miniamr; do
-        rotate "$1" 4 "native auto shim empty" quiet $app
+        rotate "$1" 4 "native auto shim empty untaken" quiet $app
     done
 }
 hpcc() { [ "$1" != openmpi ] || for n in 4 8; do rotate "$1" $n "native auto" quiet hpcc; done; }
@@ -196,12 +200,12 @@ for line in open(sys.argv[1]):
     us = float(kv.get("usec") or kv.get("us") or kv.get("us_per_iter"))
     rows[(mpi, tag, name, int(n), detail)][cfg].append(us)
 print(f"{'mpi':8} {'load':5} {'benchmark':28} {'ranks':>5} {'':22} {'native us':>10} "
-      f"{'auto':>7} {'shim':>7} {'empty':>7}")
+      f"{'auto':>7} {'shim':>7} {'empty':>7} {'untaken':>7}")
 for (mpi, tag, name, n, detail), cfgs in rows.items():
     if "native" not in cfgs:
         continue
     base = statistics.median(cfgs["native"])
     ratios = [f"{statistics.median(cfgs[c]) / base:7.2f}" if c in cfgs else f"{'':7}"
-              for c in ("auto", "shim", "empty")]
+              for c in ("auto", "shim", "empty", "untaken")]
     print(f"{mpi:8} {tag:5} {name:28} {n:>5} {detail:22} {base:10.3f} {' '.join(ratios)}")
 PY

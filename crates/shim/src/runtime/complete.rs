@@ -17,6 +17,7 @@
 use super::request::{self, Known, Operation, Persistent, Request};
 use super::{Error, Runtime};
 use crate::mpi::{self, abi, empty_status, store_status, Code, MPI_Comm, MPI_Request, MPI_Status};
+use smallvec::SmallVec;
 use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::Arc;
@@ -262,18 +263,21 @@ impl Done {
 pub enum Polled {
     /// The receive MPI holds that the shim follows, at this position with this handle.
     Followed(usize, MPI_Request),
-    /// Persistent receives whose starts MPI runs (below `MPI_THREAD_MULTIPLE`).
-    Persistent,
+    /// Persistent receives whose starts MPI runs, below `MPI_THREAD_MULTIPLE`: found again in
+    /// the registry's index after MPI's call.
+    PersistentIndexed,
+    /// The same at `MPI_THREAD_MULTIPLE`, with their positions, as the table had them.
+    Persistent(SmallVec<[(usize, Arc<Persistent>); 2]>),
 }
 
 /// A completion call over the `count` handles at `requests`, while nothing waits for the
 /// shim's progress, is MPI's own call where the only handle the shim knows is a receive MPI
-/// holds that it follows, or, below `MPI_THREAD_MULTIPLE`, where every handle it knows is a
-/// persistent receive whose start MPI runs (or an inactive one) found without the table's
-/// lock; `None` otherwise. [`polled_after`] counts out what MPI completed. A polling loop on
-/// such receives (the followed one is one in
-/// [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY)) then pays no lookup in the
-/// table and no progress of the shim's per call.
+/// holds that it follows, or where every handle it knows is a persistent receive whose start
+/// MPI runs (or an inactive one): below `MPI_THREAD_MULTIPLE` found without the table's lock,
+/// at it under the lock, once; `None` otherwise. [`polled_after`] counts out what MPI
+/// completed. A polling loop on such receives (the followed one is one in
+/// [`FOLLOW_EVERY`](matchshim_core::protocol::policy::FOLLOW_EVERY)) then pays no progress of
+/// the shim's per call.
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
@@ -292,11 +296,18 @@ pub unsafe fn polled_before(
         return Some(Polled::Followed(at, handles[at]));
     }
     if rt.multiple {
-        return None;
+        let mut started = SmallVec::new();
+        for (at, request) in rt.requests.known_in(handles) {
+            match request {
+                Request::Persistent(p) if !p.shim_runs() => started.push((at, p)),
+                _ => return None,
+            }
+        }
+        return Some(Polled::Persistent(started));
     }
     // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
     (unsafe { rt.requests.persistent_in_mpi_serial(handles, 0) } == Some(true))
-        .then_some(Polled::Persistent)
+        .then_some(Polled::PersistentIndexed)
 }
 
 /// After MPI's call that [`polled_before`] allowed: the followed receive is counted out if MPI
@@ -321,13 +332,23 @@ pub unsafe fn polled_after(
                 rt.requests.settle_followed(handle);
             }
         }
-        Polled::Persistent => {
+        Polled::PersistentIndexed => {
             // SAFETY: as the caller promises.
             let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
             // SAFETY: as above; below MPI_THREAD_MULTIPLE, inside the user's call.
             unsafe {
                 done.each(handles.len(), |at| {
                     if let Some(p) = rt.requests.persistent_serial(handles[at]) {
+                        p.done_in_mpi();
+                    }
+                })
+            };
+        }
+        Polled::Persistent(started) => {
+            // SAFETY: as the caller promises.
+            unsafe {
+                done.each(count as usize, |at| {
+                    if let Some((_, p)) = started.iter().find(|(i, _)| *i == at) {
                         p.done_in_mpi();
                     }
                 })

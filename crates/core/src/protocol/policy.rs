@@ -1250,55 +1250,55 @@ mod tests {
         assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
     }
 
-    #[test]
-    fn a_queue_matched_in_order_does_not_ask_again_when_as_long() {
+    /// An `auto` takeover of 4096 receives posted, of which MPI holds the first 192.
+    fn in_order_takeover() -> Takeover {
         let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         t.dense.store(0, Relaxed);
-        // 4096 receives posted: MPI holds the first 192, the shim matches the rest in order.
         t.outstanding.store(192, Relaxed);
         assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
         t.switch(Mode::Takeover, 0);
+        t
+    }
+
+    /// Whether `outstanding` receives in MPI ask for a takeover of the delegated `t`.
+    fn asks_at(t: &Takeover, outstanding: usize) -> bool {
+        t.dense.store(0, Relaxed);
+        t.outstanding.store(outstanding, Relaxed);
+        t.delegated_call(Policy::Auto) == Call::TakeOver
+    }
+
+    #[test]
+    fn a_queue_matched_in_order_does_not_ask_again_when_as_long() {
+        // The shim matches the rest in order.
+        let t = in_order_takeover();
         t.episode_ended(Ended::Unpaid {
             share: None,
             matched: 4096 - 192,
         });
         t.switch(Mode::Delegated, 1);
-        t.dense.store(0, Relaxed);
-        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
-        assert_ne!(
-            t.delegated_call(Policy::Auto),
-            Call::TakeOver,
+        assert!(
+            !asks_at(&t, 4096 + FOLLOW_EVERY),
             "past the queue, more than 16 times 128"
         );
-        t.outstanding.store(4096 + FOLLOW_EVERY + 1, Relaxed);
-        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        assert!(asks_at(&t, 4096 + FOLLOW_EVERY + 1));
     }
 
     #[test]
     fn a_takeover_handed_over_before_matching_does_not_ask_again_for_a_queue_as_long() {
-        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
-        t.dense.store(0, Relaxed);
-        t.outstanding.store(192, Relaxed);
-        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
-        t.switch(Mode::Takeover, 0);
+        let t = in_order_takeover();
         t.handed_over(&Signals::default(), 4096 - 192);
         t.switch(Mode::Delegated, 1);
-        t.dense.store(0, Relaxed);
-        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
-        assert_ne!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        assert!(!asks_at(&t, 4096 + FOLLOW_EVERY));
         // One whose matches before the call paid keeps the takeover's start where it was.
         let mut deep = Signals::default();
         for depth in 0..200 {
             deep.observe(depth);
         }
-        t.outstanding.store(4096 + FOLLOW_EVERY + 1, Relaxed);
-        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        assert!(asks_at(&t, 4096 + FOLLOW_EVERY + 1));
         t.switch(Mode::Takeover, 2);
         t.handed_over(&deep, 1000);
         t.switch(Mode::Delegated, 3);
-        t.dense.store(0, Relaxed);
-        t.outstanding.store(129, Relaxed);
-        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
+        assert!(asks_at(&t, 129));
         let always = Takeover::new(Policy::Always, 64, (0, u64::MAX), false);
         always.handed_over(&Signals::default(), 4096);
         assert_eq!(always.limit.load(Relaxed), 128, "only auto judges episodes");
@@ -1306,13 +1306,8 @@ mod tests {
 
     #[test]
     fn a_shallow_give_back_counts_its_waiting_receives_in_the_queue_it_saw() {
-        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
-        t.dense.store(0, Relaxed);
-        // 4096 receives posted, MPI holds the first 192; the shim matches 32 at the front of
-        // the rest, then gives back the 3872 still waiting.
-        t.outstanding.store(192, Relaxed);
-        assert_eq!(t.delegated_call(Policy::Auto), Call::TakeOver);
-        t.switch(Mode::Takeover, 0);
+        // The shim matches 32 at the front of the rest, then gives back those still waiting.
+        let t = in_order_takeover();
         let mut front = Signals::default();
         for _ in 0..SETTLE_MATCHES {
             front.observe(0);
@@ -1323,11 +1318,8 @@ mod tests {
             GiveBack::Whole
         );
         t.switch(Mode::Delegated, 1);
-        t.dense.store(0, Relaxed);
-        t.outstanding.store(4096 + FOLLOW_EVERY, Relaxed);
-        assert_ne!(
-            t.delegated_call(Policy::Auto),
-            Call::TakeOver,
+        assert!(
+            !asks_at(&t, 4096 + FOLLOW_EVERY),
             "a queue as long does not ask again"
         );
     }

@@ -331,7 +331,8 @@ impl WideFilter {
     /// The filter of `table`'s keys for a pass over `handles` handles, where the table holds
     /// more than one key and no more than the handles: the one-word filter says "maybe" for
     /// most handles once it holds some dozens of keys (one followed receive in 64 of a long
-    /// array), and each "maybe" costs a hash lookup.
+    /// array), and each "maybe" costs a hash lookup. Callers write a pass for each filter: one
+    /// pass that asked which filter for every handle took 5 more instructions a handle.
     fn for_table(table: &Table, handles: usize) -> Option<WideFilter> {
         let keys = table.requests.len();
         (keys > 1 && keys <= handles).then(|| WideFilter::of(table.requests.keys()))

@@ -736,8 +736,8 @@ impl Takeover {
         asks
     }
 
-    /// A receive call on a taken-over communicator, or the shim's progress there: whether
-    /// matching goes back to MPI now, given what the shim's queues hold (`queued`: posted
+    /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
+    /// given what the shim's queues hold (`queued`: posted
     /// receives, unexpected messages) and the depths its matches had. Under `auto`, when the
     /// searches since the takeover stayed shallow: as soon as the queues are empty, or after
     /// [`SETTLE_MATCHES`] matches while they still hold something (keeping unexpected

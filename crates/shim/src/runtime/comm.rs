@@ -648,8 +648,8 @@ impl Comm {
         true
     }
 
-    /// Before a user's receive call on a taken-over communicator, and in its progress: gives
-    /// matching back to MPI, whole or held, when the policy says so. True if the mode changed.
+    /// Before a user's receive call on a taken-over communicator: gives matching back to MPI,
+    /// whole or held, when the policy says so. True if the mode changed.
     fn give_back_if_due(&'static self, locked: &mut Locked) -> bool {
         let due = self.takeover.give_back_due(
             self.process.policy,
@@ -834,12 +834,6 @@ impl Comm {
             return;
         };
         locked.drain(self);
-        // The matches of a wait that posts nothing (an MPI_Waitall over a queue posted before)
-        // judge the takeover as a receive call's do: a queue matched in order goes back to MPI
-        // after a few of them, not once the wait is over.
-        if self.process.policy == Policy::Auto && self.takeover.mode() == Mode::Takeover {
-            self.give_back_if_due(&mut locked);
-        }
         let mut finished = finish_tested(&mut locked.receiving);
         if !locked.handed.is_empty() {
             // A receive MPI matched may fail (truncated); MPI would raise that through the

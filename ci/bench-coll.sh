@@ -3,7 +3,8 @@
 #  1. latency of Bcast, Allreduce, Reduce, Gather, Scatter, Allgather, Alltoall at 8 B, 1 KiB,
 #     64 KiB, and of Barrier: natively, under the shim as it comes (MATCHSHIM_COLL=auto) and
 #     with the shim running every collective (MATCHSHIM_COLL=shim); medians over the rounds;
-#  2. Comm_split + Comm_dup + a barrier + both freed, the same three ways;
+#  2. Comm_split + Comm_dup + a barrier + both freed, the same three ways, and 1020 splits kept
+#     alive while a receive waits on a freed duplicate, then freed (per split, per free);
 #  3. the FDS-like hot spot (gathers to rank 0 interleaved with point-to-point traffic to it):
 #     time per iteration natively and under the three collective modes, then rank 0's search
 #     depth and matching time from the report, engine by engine (default collective mode).
@@ -94,6 +95,9 @@ if [ -z "$only" ] || [ "$only" = comms ]; then
     echo "== Comm_split + Comm_dup + barrier + 2 Comm_free, $ranks ranks, us per iteration"
     alternate comms "$ranks" comms "$iters"
     table comms
+    echo "== 1020 Comm_splits held while a receive waits, then freed, $ranks ranks, us per call"
+    alternate held "$ranks" held 1020
+    table held
 fi
 [ -z "$only" ] || [ "$only" = hotspot ] || exit 0
 for n in $hot_ranks; do

@@ -148,7 +148,13 @@ colls() {
     local n
     for n in $(wide "2 4 8"); do rotate "$1" $n "native auto shim" quiet coll latency 2000; done
 }
-comms() { local n; for n in 4 8; do rotate "$1" $n "native auto shim" quiet coll comms 500; done; }
+comms() {
+    local n
+    for n in 4 8; do
+        rotate "$1" $n "native auto shim" quiet coll comms 500
+        rotate "$1" $n "native auto shim" quiet coll held 1020
+    done
+}
 hotspot() {
     local n
     for n in $(wide 8); do rotate "$1" $n "native auto shim" quiet coll hotspot 50; done

@@ -15,12 +15,13 @@
 # rotating order, ROUNDS rounds (default 3): ping-pong and the 64-deep bandwidth window
 # (2 ranks), the persistent halo (1 and 2 ranks, both thread levels), the long queues of 4096
 # quiet and then on two cores beside a busy loop, the collectives' latency at 2, 4 and 8 ranks
-# (and 16 on 16 cores), the Comm_split/Comm_dup/free loop at 4 and 8, the hot spot at 8 (and
-# 16), halo_mt with 1-8 threads at MPI_THREAD_MULTIPLE, the application mixes at 4 (also
-# under a preloaded library that defines nothing, and under the shim with no takeover) and, on
-# Open MPI, Debian's hpcc (HPL order 2000) at 4 and 8. A shim run counts only if every rank's
-# report is there. Medians over the rounds; ratios shim/native of time, or of rate for hpcc's
-# figures but its latencies.
+# (and 16 on 16 cores), the Comm_split/Comm_dup/free loop and 1020 splits held while a
+# receive waits at 4 and 8, the hot spot at 8 (and 16), halo_mt with 1-8 threads at
+# MPI_THREAD_MULTIPLE, the application mixes at 4 (also under a preloaded library that
+# defines nothing, and under the shim with no takeover) and, on Open MPI, Debian's hpcc (HPL
+# order 2000) at 4 and 8. A shim run counts only if every rank's report is there. Medians
+# over the rounds; ratios shim/native of time, or of rate for hpcc's figures but its
+# latencies.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)

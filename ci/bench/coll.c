@@ -4,6 +4,10 @@
  *                         slowest rank's mean, in us)
  *   coll comms [ITERS]    Comm_split + Comm_dup + a barrier on the duplicate + both freed, the
  *                         slowest rank's mean per iteration, in us
+ *   coll held [K]         a receive posted on a duplicate of MPI_COMM_WORLD that is then freed,
+ *                         K Comm_splits kept alive while it waits, then all freed (the pattern
+ *                         of MPICH's comm/cmfree test); the slowest rank's mean per split and
+ *                         per free, in us, a line each for each of 3 repetitions
  *   coll hotspot [ITERS]  the FDS-like hot spot: every rank sends point-to-point messages to
  *                         rank 0 while all ranks gather to it (MPI_Gather and MPI_Gatherv);
  *                         rank 0 posts its receives in the order opposite to their arrival
@@ -131,6 +135,46 @@ static void comms(int iters)
         printf("bench=comms ranks=%d iters=%d us=%.2f\n", size, iters, us);
 }
 
+static void held(int k)
+{
+    MPI_Comm *kept = malloc(sizeof(MPI_Comm) * k);
+    int buf[128];
+    for (int rep = 0; rep < 3; rep++) {
+        MPI_Comm dup;
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        if (rank == size - 1)
+            MPI_Irecv(buf, 128, MPI_INT, 0, 0, dup, &req);
+        MPI_Comm_free(&dup);
+        for (int i = 0; i < k; i++)
+            MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &kept[i]);
+        double t1 = MPI_Wtime();
+        for (int i = 0; i < k; i++)
+            MPI_Comm_free(&kept[i]);
+        double t2 = MPI_Wtime();
+        /* No message ever comes: the receive is cancelled, which must succeed. */
+        if (req != MPI_REQUEST_NULL) {
+            MPI_Status status;
+            int cancelled = 0;
+            MPI_Cancel(&req);
+            MPI_Wait(&req, &status);
+            MPI_Test_cancelled(&status, &cancelled);
+            if (!cancelled) {
+                fprintf(stderr, "coll held: the pending receive was not cancelled\n");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        double split = slowest((t1 - t0) / k * 1e6), freed = slowest((t2 - t1) / k * 1e6);
+        if (rank == 0)
+            printf("bench=held coll=held_split ranks=%d k=%d us=%.2f\n"
+                   "bench=held coll=held_free ranks=%d k=%d us=%.2f\n",
+                   size, k, split, size, k, freed);
+    }
+    free(kept);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -142,6 +186,8 @@ int main(int argc, char **argv)
         hotspot(iters);
     else if (strcmp(mode, "comms") == 0)
         comms(iters);
+    else if (strcmp(mode, "held") == 0)
+        held(argc > 2 ? iters : 1020);
     else
         latency(iters);
     MPI_Finalize();

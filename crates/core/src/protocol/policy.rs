@@ -737,12 +737,12 @@ impl Takeover {
     }
 
     /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
-    /// given what the shim's queues hold (`queued`: posted
-    /// receives, unexpected messages) and the depths its matches had. Under `auto`, when the
-    /// searches since the takeover stayed shallow: as soon as the queues are empty, or after
-    /// [`SETTLE_MATCHES`] matches while they still hold something (keeping unexpected
-    /// messages, if any); that ends the episode, its waiting receives counted as taken.
-    /// Under `flip:N` every N-th call, keeping unexpected messages if any.
+    /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
+    /// the depths its matches had. Under `auto`, when the searches since the takeover stayed
+    /// shallow: as soon as the queues are empty, or after [`SETTLE_MATCHES`] matches while they
+    /// still hold something (keeping unexpected messages, if any); that ends the episode, its
+    /// waiting receives counted as taken. Under `flip:N` every N-th call, keeping unexpected
+    /// messages if any.
     #[inline]
     pub fn give_back_due(
         &self,

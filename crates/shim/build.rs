@@ -118,8 +118,8 @@ struct Call {
     plain_first: bool,
     /// With `plain_first`, before the full path: `runtime::{around}_before` of the call's
     /// requests; where it gives a state, MPI's own call (or `plain_mpi`), then
-    /// `runtime::{around}_after` with MPI's code, that state and what the call reports
-    /// complete ([`around_done`]).
+    /// `runtime::{around}_after` with MPI's code, a reference to that state and what the call
+    /// reports complete ([`around_done`]).
     around: Option<String>,
     /// At `MPI_THREAD_MULTIPLE`, instead of `plain`: a guard to hold while MPI has the call.
     threaded: Option<String>,
@@ -593,7 +593,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                         "// SAFETY: the caller's arguments, as MPI requires them.\n        \
                          let around =\n            \
                          unsafe {{ crate::runtime::{around}_before(rt, {count}, {requests}) }};\n        \
-                         if let Some(state) = around {{\n            \
+                         if let Some(state) = &around {{\n            \
                          // SAFETY: as above.\n            \
                          let code = unsafe {{ {plain_mpi}({args}) }};\n            \
                          // SAFETY: the array MPI's call had.\n            \
@@ -646,6 +646,16 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 )
                 .unwrap();
             }
+            // An `around` call's plain test reads only the registry's filter: where it failed
+            // below MPI_THREAD_MULTIPLE, `checked` would fail it again, so `unplain` follows.
+            let failed = if call.around.is_some() {
+                format!(
+                    "// SAFETY: as above.\n        \
+                     Some(_) => unsafe {{ unplain({args}) }},\n        "
+                )
+            } else {
+                String::new()
+            };
             write!(
                 out,
                 "    // The plain path below MPI_THREAD_MULTIPLE makes no call before MPI's own.\n    \
@@ -655,6 +665,7 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                  // SAFETY: the caller's arguments, as MPI requires them.\n            \
                  unsafe {{ {plain_mpi}({args}) }}\n        \
                  }}\n        \
+                 {failed}\
                  // SAFETY: as above.\n        \
                  _ => unsafe {{ checked({args}) }},\n    \
                  }}\n}}\n\n"

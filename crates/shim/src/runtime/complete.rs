@@ -322,11 +322,11 @@ pub unsafe fn polled_after(
     count: c_int,
     requests: *const MPI_Request,
     _code: Code,
-    polled: Polled,
+    polled: &Polled,
     done: Done,
 ) {
     match polled {
-        Polled::Followed(at, handle) => {
+        &Polled::Followed(at, handle) => {
             // SAFETY: as the caller promises.
             if unsafe { *requests.add(at) } != handle {
                 rt.requests.settle_followed(handle);
@@ -338,6 +338,10 @@ pub unsafe fn polled_after(
             // SAFETY: as above; below MPI_THREAD_MULTIPLE, inside the user's call.
             unsafe {
                 done.each(handles.len(), |at| {
+                    // The filter first: an unknown handle would be looked for in every slot.
+                    if rt.requests.surely_unknown(handles[at]) {
+                        return;
+                    }
                     if let Some(p) = rt.requests.persistent_serial(handles[at]) {
                         p.done_in_mpi();
                     }
@@ -397,7 +401,7 @@ pub unsafe fn persistent_waited_after(
     _count: c_int,
     requests: *const MPI_Request,
     _code: Code,
-    waited: Option<Arc<Persistent>>,
+    waited: &Option<Arc<Persistent>>,
     _done: Done,
 ) {
     match waited {

@@ -543,6 +543,10 @@ pub unsafe fn plain_starts_before(
         }
     }
     for &handle in handles {
+        // The filter first: an unknown handle would be looked for in every slot.
+        if registry.surely_unknown(handle) {
+            continue;
+        }
         // SAFETY: as above.
         if let Some(p) = unsafe { registry.persistent_serial(handle) } {
             p.started_in_mpi();
@@ -583,9 +587,9 @@ fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainS
     Some(Some(starts))
 }
 
-/// After MPI's call that [`plain_starts_before`] allowed: the permits go, and a failed call
-/// counts its persistent receives out again (its error is MPI's, as the program made the
-/// call).
+/// After MPI's call that [`plain_starts_before`] allowed: a failed call counts its persistent
+/// receives out again (its error is MPI's, as the program made the call). The permits go
+/// with `starts`, which the caller drops after this.
 ///
 /// # Safety
 /// As for [`plain_starts_before`].
@@ -595,7 +599,7 @@ pub unsafe fn plain_starts_after(
     count: c_int,
     requests: *const MPI_Request,
     code: Code,
-    starts: PlainStarts,
+    starts: &PlainStarts,
     _done: Done,
 ) {
     if code == abi().success {

@@ -564,6 +564,13 @@ impl Registry {
                 return done;
             }
         }
+        self.count_out_in_table(handles, first)
+    }
+
+    /// [`Registry::count_out_completing`] from the table, under its lock: apart, so that the
+    /// index's path saves no registers for it.
+    #[inline(never)]
+    fn count_out_in_table(&self, handles: &[MPI_Request], first: usize) -> bool {
         let mut table = self.table.lock();
         let handles = &handles[first.min(handles.len())..];
         let known = match WideFilter::for_table(&table, handles.len()) {

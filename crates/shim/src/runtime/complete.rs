@@ -263,10 +263,11 @@ impl Done {
 pub enum Polled {
     /// The receive MPI holds that the shim follows, at this position with this handle.
     Followed(usize, MPI_Request),
-    /// Persistent receives whose starts MPI runs, below `MPI_THREAD_MULTIPLE`: found again in
-    /// the registry's index after MPI's call.
+    /// Persistent receives whose starts MPI runs, all in the registry's index: found there
+    /// again after MPI's call.
     PersistentIndexed,
-    /// The same at `MPI_THREAD_MULTIPLE`, with their positions, as the table had them.
+    /// The same where the index does not hold them all, at `MPI_THREAD_MULTIPLE` (below it the
+    /// full path takes them), with their positions, as the table had them.
     Persistent(SmallVec<[(usize, Arc<Persistent>); 2]>),
 }
 
@@ -295,19 +296,21 @@ pub unsafe fn polled_before(
     if let Some(at) = rt.requests.sole_followed_in(handles) {
         return Some(Polled::Followed(at, handles[at]));
     }
-    if rt.multiple {
-        let mut started = SmallVec::new();
-        for (at, request) in rt.requests.known_in(handles) {
-            match request {
-                Request::Persistent(p) if !p.shim_runs() => started.push((at, p)),
-                _ => return None,
+    // SAFETY: inside the user's call on these handles.
+    match unsafe { rt.requests.persistent_in_mpi_indexed(handles, 0) } {
+        Some(in_mpi) => in_mpi.then_some(Polled::PersistentIndexed),
+        None if rt.multiple => {
+            let mut started = SmallVec::new();
+            for (at, request) in rt.requests.known_in(handles) {
+                match request {
+                    Request::Persistent(p) if !p.shim_runs() => started.push((at, p)),
+                    _ => return None,
+                }
             }
+            Some(Polled::Persistent(started))
         }
-        return Some(Polled::Persistent(started));
+        None => None,
     }
-    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-    (unsafe { rt.requests.persistent_in_mpi_serial(handles, 0) } == Some(true))
-        .then_some(Polled::PersistentIndexed)
 }
 
 /// After MPI's call that [`polled_before`] allowed: the followed receive is counted out if MPI
@@ -335,14 +338,14 @@ pub unsafe fn polled_after(
         Polled::PersistentIndexed => {
             // SAFETY: as the caller promises.
             let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
-            // SAFETY: as above; below MPI_THREAD_MULTIPLE, inside the user's call.
+            // SAFETY: as above; inside the user's call on these handles.
             unsafe {
                 done.each(handles.len(), |at| {
                     // The filter first: an unknown handle would be looked for in every slot.
                     if rt.requests.surely_unknown(handles[at]) {
                         return;
                     }
-                    if let Some(p) = rt.requests.persistent_serial(handles[at]) {
+                    if let Some(p) = rt.requests.persistent_indexed(handles[at]) {
                         p.done_in_mpi();
                     }
                 })
@@ -363,8 +366,9 @@ pub unsafe fn polled_after(
 
 /// `MPI_Wait` on a persistent receive whose start MPI runs (or that is inactive), while
 /// nothing waits for the shim's progress: MPI's own call completes it, as the full path would;
-/// [`persistent_waited_after`] counts it out. Below `MPI_THREAD_MULTIPLE` the receive is found
-/// without the table's lock, and the state is `None`; at it, the state is the receive.
+/// [`persistent_waited_after`] counts it out. A receive in the registry's index is found
+/// without the table's lock, and the state is `None`; at `MPI_THREAD_MULTIPLE` one that is not
+/// comes from the table, and the state is the receive (below it the full path takes it).
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
@@ -379,15 +383,17 @@ pub unsafe fn persistent_waited_before(
     }
     // SAFETY: as the caller promises.
     let handle = unsafe { *requests };
-    if rt.multiple {
-        return match rt.requests.get(handle) {
-            Some(Request::Persistent(p)) if !p.shim_runs() => Some(Some(p)),
-            _ => None,
-        };
+    // SAFETY: inside the user's call on `handle`.
+    if let Some(p) = unsafe { rt.requests.persistent_indexed(handle) } {
+        return (!p.shim_runs()).then_some(None);
     }
-    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-    let p = unsafe { rt.requests.persistent_serial(handle) }?;
-    (!p.shim_runs()).then_some(None)
+    if !rt.multiple {
+        return None;
+    }
+    match rt.requests.get(handle) {
+        Some(Request::Persistent(p)) if !p.shim_runs() => Some(Some(p)),
+        _ => None,
+    }
 }
 
 /// After MPI's `MPI_Wait` that [`persistent_waited_before`] allowed: MPI completed the start
@@ -408,7 +414,7 @@ pub unsafe fn persistent_waited_after(
         Some(p) => p.done_in_mpi(),
         None => {
             // SAFETY: as the caller promises.
-            if let Some(p) = unsafe { rt.requests.persistent_serial(*requests) } {
+            if let Some(p) = unsafe { rt.requests.persistent_indexed(*requests) } {
                 p.done_in_mpi();
             }
         }

@@ -208,7 +208,8 @@ pub trait View: Copy {
         }
         // SAFETY: as the caller promises.
         let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
-        self.rt().delegated_only_in(handles)
+        // SAFETY: the user's `MPI_Waitall` on them.
+        unsafe { self.rt().delegated_only_in(handles) }
     }
 }
 
@@ -362,7 +363,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         process,
         clock: &process.clock,
         comms: CommTable::new(process, comm_freed),
-        requests: Registry::new(multiple),
+        requests: Registry::new(),
         busy_clients: AtomicUsize::new(0),
         lent: Mutex::new(Vec::new()),
         clients,
@@ -584,11 +585,15 @@ impl Runtime {
     /// Whether the handles the shim knows among `handles` are all receives MPI holds (followed
     /// ones, and persistent ones MPI started or that are inactive); if so, MPI's own call
     /// completes them, and they are counted out now.
+    ///
+    /// # Safety
+    /// Inside the user's MPI call on `handles`.
     #[inline]
-    fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
+    unsafe fn delegated_only_in(&self, handles: &[MPI_Request]) -> bool {
         match self.requests.first_maybe_known(handles) {
             None => true,
-            Some(first) => self.requests.count_out_completing(handles, first),
+            // SAFETY: as the caller promises.
+            Some(first) => unsafe { self.requests.count_out_completing(handles, first) },
         }
     }
 

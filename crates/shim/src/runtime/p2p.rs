@@ -512,7 +512,7 @@ pub type Threaded = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
 /// communicator's plain path is open ([`PlainCall::Start`]), MPI's own call starts them all,
 /// as the full path's route would have; each is counted in as a receive MPI holds first.
 /// Below `MPI_THREAD_MULTIPLE` the receives are found without the table's lock
-/// ([`request::Registry::persistent_serial`]). `None` sends the call to the full path
+/// ([`request::Registry::persistent_indexed`]). `None` sends the call to the full path
 /// (erroneous starts included, which it reports).
 ///
 /// # Safety
@@ -529,7 +529,8 @@ pub unsafe fn plain_starts_before(
     // SAFETY: as the caller promises.
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
     if rt.multiple {
-        return plain_starts_threaded(rt, handles);
+        // SAFETY: the user's call on these handles.
+        return unsafe { plain_starts_threaded(rt, handles) };
     }
     let registry = &rt.requests;
     for &handle in handles {
@@ -537,7 +538,7 @@ pub unsafe fn plain_starts_before(
             continue;
         }
         // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-        let p = unsafe { registry.persistent_serial(handle) }?;
+        let p = unsafe { registry.persistent_indexed(handle) }?;
         if !(startable(p) && p.comm.takeover.plain_delegation_serial(PlainCall::Start)) {
             return None;
         }
@@ -548,7 +549,7 @@ pub unsafe fn plain_starts_before(
             continue;
         }
         // SAFETY: as above.
-        if let Some(p) = unsafe { registry.persistent_serial(handle) } {
+        if let Some(p) = unsafe { registry.persistent_indexed(handle) } {
             p.started_in_mpi();
         }
     }
@@ -562,19 +563,21 @@ fn startable(p: &Persistent) -> bool {
     p.source != abi().proc_null && !p.is_active()
 }
 
-/// [`plain_starts_before`] at `MPI_THREAD_MULTIPLE`: the receives from the table, each with
-/// its communicator's permit held until MPI's call returned.
+/// [`plain_starts_before`] at `MPI_THREAD_MULTIPLE`: the receives from the registry's index
+/// (else its table), each with its communicator's permit held until MPI's call returned.
+///
+/// # Safety
+/// Inside the user's MPI call on `handles`.
 #[inline(never)]
-fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainStarts> {
+unsafe fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainStarts> {
     let slot = super::thread::with_local(|local| local.slot());
     let mut starts = Threaded::new();
     for &handle in handles {
         if rt.requests.surely_unknown(handle) {
             continue;
         }
-        let Some(Request::Persistent(p)) = rt.requests.get(handle) else {
-            return None;
-        };
+        // SAFETY: as the caller promises.
+        let p = unsafe { rt.requests.persistent(handle) }?;
         if !startable(&p) {
             return None;
         }
@@ -613,7 +616,7 @@ pub unsafe fn plain_starts_after(
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
     for &handle in handles {
         // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-        if let Some(p) = unsafe { rt.requests.persistent_serial(handle) } {
+        if let Some(p) = unsafe { rt.requests.persistent_indexed(handle) } {
             p.done_in_mpi();
         }
     }

@@ -253,11 +253,9 @@ pub struct Registry {
     /// `sole` while it is a followed receive ([`Request::Delegated`]), else [`NO_SOLE`]: a
     /// completion call whose only known handle it is goes to MPI without the table.
     sole_followed: AtomicUsize,
-    /// The first persistent receives registered, for the paths below `MPI_THREAD_MULTIPLE`
-    /// that start and complete them without the table's lock.
+    /// The first persistent receives registered, for the plain paths that start and complete
+    /// them without the table's lock.
     persistent: [PersistentSlot; PERSISTENT_SLOTS],
-    /// `MPI_THREAD_MULTIPLE`: `persistent` is not read.
-    multiple: bool,
 }
 
 const NO_SOLE: usize = usize::MAX;
@@ -383,10 +381,15 @@ fn position_of(handles: &[MPI_Request], key: usize) -> Option<usize> {
     })
 }
 
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry::new()
+    }
+}
+
 impl Registry {
-    pub fn new(multiple: bool) -> Registry {
+    pub fn new() -> Registry {
         Registry {
-            multiple,
             table: Mutex::new(Table::default()),
             filter: AtomicU64::new(0),
             sole: AtomicUsize::new(NO_SOLE),
@@ -402,14 +405,38 @@ impl Registry {
     /// table's lock.
     ///
     /// # Safety
-    /// Below `MPI_THREAD_MULTIPLE`, within an MPI call: no other thread frees the request
-    /// while the reference is used.
+    /// Within the user's MPI call on `handle`, which nothing frees while the reference is used:
+    /// below `MPI_THREAD_MULTIPLE` no other thread calls MPI, and at it MPI forbids using a
+    /// request in two calls at once (only `MPI_Request_free` of the handle clears its slot).
     #[inline(always)]
-    pub unsafe fn persistent_serial(&self, handle: MPI_Request) -> Option<&Persistent> {
+    pub unsafe fn persistent_indexed(&self, handle: MPI_Request) -> Option<&Persistent> {
         let slot = self.slot_of(handle.key())?;
         // SAFETY: the slot's key was set after its pointer and is cleared before the table
         // lets the receive go; as the caller promises, that does not happen meanwhile.
         unsafe { slot.receive.load(Acquire).as_ref() }
+    }
+
+    /// The persistent receive of `handle`, from the index, else from the table.
+    ///
+    /// # Safety
+    /// As for [`Registry::persistent_indexed`].
+    #[inline]
+    pub unsafe fn persistent(&self, handle: MPI_Request) -> Option<Arc<Persistent>> {
+        if let Some(slot) = self.slot_of(handle.key()) {
+            let receive = slot.receive.load(Acquire);
+            if !receive.is_null() {
+                // SAFETY: as for `persistent_indexed`: the table's entry holds a count of
+                // this receive meanwhile, so one more can be taken.
+                return Some(unsafe {
+                    Arc::increment_strong_count(receive);
+                    Arc::from_raw(receive)
+                });
+            }
+        }
+        match self.get(handle) {
+            Some(Request::Persistent(p)) => Some(p),
+            _ => None,
+        }
     }
 
     /// Sets `sole` and `sole_followed` from the table, under its lock.
@@ -553,16 +580,17 @@ impl Registry {
 
     /// For a call of MPI's that completes every handle (`MPI_Waitall`): whether each one the
     /// shim knows among `handles` from position `first` on completes in MPI's own call
-    /// ([`Request::completes_in_mpi`]); if so they are counted out now, without copies: below
-    /// `MPI_THREAD_MULTIPLE` from the index where it holds them all, else under the table's
-    /// lock (the followed receives leave the table, MPI frees their handles).
+    /// ([`Request::completes_in_mpi`]); if so they are counted out now, without copies: from
+    /// the index where it holds them all, else under the table's lock (the followed receives
+    /// leave the table, MPI frees their handles).
+    ///
+    /// # Safety
+    /// Inside the user's MPI call on `handles` (see [`Registry::persistent_indexed`]).
     #[inline(never)]
-    pub fn count_out_completing(&self, handles: &[MPI_Request], first: usize) -> bool {
-        if !self.multiple {
-            // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-            if let Some(done) = unsafe { self.count_out_persistent_serial(handles, first) } {
-                return done;
-            }
+    pub unsafe fn count_out_completing(&self, handles: &[MPI_Request], first: usize) -> bool {
+        // SAFETY: as the caller promises.
+        if let Some(done) = unsafe { self.count_out_indexed(handles, first) } {
+            return done;
         }
         self.count_out_in_table(handles, first)
     }
@@ -617,20 +645,16 @@ impl Registry {
     /// lock. `None` where one is not (the table answers then).
     ///
     /// # Safety
-    /// As for [`Registry::persistent_serial`].
-    unsafe fn count_out_persistent_serial(
-        &self,
-        handles: &[MPI_Request],
-        first: usize,
-    ) -> Option<bool> {
+    /// As for [`Registry::persistent_indexed`].
+    unsafe fn count_out_indexed(&self, handles: &[MPI_Request], first: usize) -> Option<bool> {
         // SAFETY: as the caller promises.
-        let in_mpi = unsafe { self.persistent_in_mpi_serial(handles, first) }?;
+        let in_mpi = unsafe { self.persistent_in_mpi_indexed(handles, first) }?;
         if in_mpi {
             let filter = self.filter.load(Acquire);
             for &handle in &handles[first.min(handles.len())..] {
                 if filter & filter_bit(handle.key()) != 0 {
                     // SAFETY: as above.
-                    if let Some(p) = unsafe { self.persistent_serial(handle) } {
+                    if let Some(p) = unsafe { self.persistent_indexed(handle) } {
                         p.done_in_mpi();
                     }
                 }
@@ -645,9 +669,9 @@ impl Registry {
     /// not in the index (the table may know it), read without the table's lock.
     ///
     /// # Safety
-    /// As for [`Registry::persistent_serial`].
+    /// As for [`Registry::persistent_indexed`].
     #[inline]
-    pub unsafe fn persistent_in_mpi_serial(
+    pub unsafe fn persistent_in_mpi_indexed(
         &self,
         handles: &[MPI_Request],
         first: usize,
@@ -657,7 +681,7 @@ impl Registry {
         for &handle in &handles[first.min(handles.len())..] {
             if filter & filter_bit(handle.key()) != 0 {
                 // SAFETY: as the caller promises.
-                in_mpi &= !unsafe { self.persistent_serial(handle) }?.shim_runs();
+                in_mpi &= !unsafe { self.persistent_indexed(handle) }?.shim_runs();
             }
         }
         Some(in_mpi)

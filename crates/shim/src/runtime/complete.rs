@@ -366,9 +366,8 @@ pub unsafe fn polled_after(
 
 /// `MPI_Wait` on a persistent receive whose start MPI runs (or that is inactive), while
 /// nothing waits for the shim's progress: MPI's own call completes it, as the full path would;
-/// [`persistent_waited_after`] counts it out. A receive in the registry's index is found
-/// without the table's lock, and the state is `None`; at `MPI_THREAD_MULTIPLE` one that is not
-/// comes from the table, and the state is the receive (below it the full path takes it).
+/// [`persistent_waited_after`] counts it out. The state is the receive, from the registry's
+/// index (else its table).
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
@@ -377,23 +376,13 @@ pub unsafe fn persistent_waited_before(
     rt: &Runtime,
     count: c_int,
     requests: *const MPI_Request,
-) -> Option<Option<Arc<Persistent>>> {
+) -> Option<&Persistent> {
     if count != 1 || requests.is_null() || rt.needs_progress() {
         return None;
     }
-    // SAFETY: as the caller promises.
-    let handle = unsafe { *requests };
-    // SAFETY: inside the user's call on `handle`.
-    if let Some(p) = unsafe { rt.requests.persistent_indexed(handle) } {
-        return (!p.shim_runs()).then_some(None);
-    }
-    if !rt.multiple {
-        return None;
-    }
-    match rt.requests.get(handle) {
-        Some(Request::Persistent(p)) if !p.shim_runs() => Some(Some(p)),
-        _ => None,
-    }
+    // SAFETY: as the caller promises; inside the user's call on the handle.
+    let p = unsafe { rt.requests.persistent(*requests) }?;
+    (!p.shim_runs()).then_some(p)
 }
 
 /// After MPI's `MPI_Wait` that [`persistent_waited_before`] allowed: MPI completed the start
@@ -403,22 +392,14 @@ pub unsafe fn persistent_waited_before(
 /// As for [`persistent_waited_before`].
 #[inline(always)]
 pub unsafe fn persistent_waited_after(
-    rt: &Runtime,
+    _rt: &Runtime,
     _count: c_int,
-    requests: *const MPI_Request,
+    _requests: *const MPI_Request,
     _code: Code,
-    waited: &Option<Arc<Persistent>>,
+    waited: &&Persistent,
     _done: Done,
 ) {
-    match waited {
-        Some(p) => p.done_in_mpi(),
-        None => {
-            // SAFETY: as the caller promises.
-            if let Some(p) = unsafe { rt.requests.persistent_indexed(*requests) } {
-                p.done_in_mpi();
-            }
-        }
-    }
+    waited.done_in_mpi();
 }
 
 /// Runs MPI's own completion call on the user's array, then accounts for the delegated

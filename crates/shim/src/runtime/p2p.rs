@@ -502,10 +502,10 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
 /// What [`plain_starts_before`] holds while MPI's call starts the persistent receives: at
 /// `MPI_THREAD_MULTIPLE`, each receive with the permit of its communicator (a switch to
 /// takeover waits until MPI holds it); below, nothing (`None`, which costs nothing to drop).
-pub type PlainStarts = Option<Threaded>;
+pub type PlainStarts<'a> = Option<Threaded<'a>>;
 
 /// [`PlainStarts`] at `MPI_THREAD_MULTIPLE`.
-pub type Threaded = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
+pub type Threaded<'a> = SmallVec<[(&'a Persistent, Permit<'static>); 2]>;
 
 /// `MPI_Start` and `MPI_Startall` where the plain test found handles the shim may know: where
 /// each one it knows is an inactive persistent receive (not from `MPI_PROC_NULL`) whose
@@ -518,11 +518,11 @@ pub type Threaded = SmallVec<[(Arc<Persistent>, Permit<'static>); 2]>;
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.
 #[inline(always)]
-pub unsafe fn plain_starts_before(
-    rt: &Runtime,
+pub unsafe fn plain_starts_before<'a>(
+    rt: &'a Runtime,
     count: c_int,
     requests: *const MPI_Request,
-) -> Option<PlainStarts> {
+) -> Option<PlainStarts<'a>> {
     if count <= 0 || requests.is_null() {
         return None;
     }
@@ -569,7 +569,10 @@ fn startable(p: &Persistent) -> bool {
 /// # Safety
 /// Inside the user's MPI call on `handles`.
 #[inline(never)]
-unsafe fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option<PlainStarts> {
+unsafe fn plain_starts_threaded<'a>(
+    rt: &'a Runtime,
+    handles: &[MPI_Request],
+) -> Option<PlainStarts<'a>> {
     let slot = super::thread::with_local(|local| local.slot());
     let mut starts = Threaded::new();
     for &handle in handles {
@@ -578,7 +581,7 @@ unsafe fn plain_starts_threaded(rt: &Runtime, handles: &[MPI_Request]) -> Option
         }
         // SAFETY: as the caller promises.
         let p = unsafe { rt.requests.persistent(handle) }?;
-        if !startable(&p) {
+        if !startable(p) {
             return None;
         }
         let permit = p.comm.plain_permit(PlainCall::Start, slot)?;
@@ -602,7 +605,7 @@ pub unsafe fn plain_starts_after(
     count: c_int,
     requests: *const MPI_Request,
     code: Code,
-    starts: &PlainStarts,
+    starts: &PlainStarts<'_>,
     _done: Done,
 ) {
     if code == abi().success {

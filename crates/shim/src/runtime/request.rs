@@ -421,22 +421,22 @@ impl Registry {
     /// # Safety
     /// As for [`Registry::persistent_indexed`].
     #[inline]
-    pub unsafe fn persistent(&self, handle: MPI_Request) -> Option<Arc<Persistent>> {
-        if let Some(slot) = self.slot_of(handle.key()) {
-            let receive = slot.receive.load(Acquire);
-            if !receive.is_null() {
-                // SAFETY: as for `persistent_indexed`: the table's entry holds a count of
-                // this receive meanwhile, so one more can be taken.
-                return Some(unsafe {
-                    Arc::increment_strong_count(receive);
-                    Arc::from_raw(receive)
-                });
-            }
+    pub unsafe fn persistent(&self, handle: MPI_Request) -> Option<&Persistent> {
+        // SAFETY: as the caller promises.
+        if let Some(p) = unsafe { self.persistent_indexed(handle) } {
+            return Some(p);
         }
-        match self.get(handle) {
-            Some(Request::Persistent(p)) => Some(p),
-            _ => None,
+        let key = handle.key();
+        if !self.maybe_known(key) {
+            return None;
         }
+        let receive = match self.table.lock().requests.get(&key) {
+            Some(Request::Persistent(p)) => Arc::as_ptr(p),
+            _ => return None,
+        };
+        // SAFETY: the table's entry keeps the receive until its request is freed, which, as
+        // the caller promises, does not happen meanwhile.
+        Some(unsafe { &*receive })
     }
 
     /// Sets `sole` and `sole_followed` from the table, under its lock.

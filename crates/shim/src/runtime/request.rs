@@ -647,20 +647,24 @@ impl Registry {
     /// # Safety
     /// As for [`Registry::persistent_indexed`].
     unsafe fn count_out_indexed(&self, handles: &[MPI_Request], first: usize) -> Option<bool> {
-        // SAFETY: as the caller promises.
-        let in_mpi = unsafe { self.persistent_in_mpi_indexed(handles, first) }?;
-        if in_mpi {
-            let filter = self.filter.load(Acquire);
-            for &handle in &handles[first.min(handles.len())..] {
-                if filter & filter_bit(handle.key()) != 0 {
-                    // SAFETY: as above.
-                    if let Some(p) = unsafe { self.persistent_indexed(handle) } {
-                        p.done_in_mpi();
-                    }
-                }
+        let filter = self.filter.load(Acquire);
+        let mut found: [Option<&Persistent>; PERSISTENT_SLOTS] = [None; PERSISTENT_SLOTS];
+        let mut n = 0;
+        for &handle in &handles[first.min(handles.len())..] {
+            if filter & filter_bit(handle.key()) == 0 {
+                continue;
             }
+            // SAFETY: as the caller promises.
+            let p = unsafe { self.persistent_indexed(handle) }?;
+            if p.shim_runs() {
+                return Some(false);
+            }
+            // More than the index holds: a handle given twice, which the table sorts out.
+            *found.get_mut(n)? = Some(p);
+            n += 1;
         }
-        Some(in_mpi)
+        found[..n].iter().flatten().for_each(|p| p.done_in_mpi());
+        Some(true)
     }
 
     /// Whether every handle among `handles` from `first` on that the filter lets pass is an

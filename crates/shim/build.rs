@@ -646,8 +646,9 @@ fn c_entry(out: &mut String, call: &Call, large: bool) {
                 )
                 .unwrap();
             }
-            // An `around` call's plain test reads only the registry's filter: where it failed
-            // below MPI_THREAD_MULTIPLE, `checked` would fail it again, so `unplain` follows.
+            // An `around` call's plain test reads the registry's filter and whether anything
+            // needs the shim's progress, which the serial gate answered: where it failed below
+            // MPI_THREAD_MULTIPLE, `checked` would fail it again, so `unplain` follows.
             let failed = if call.around.is_some() {
                 format!(
                     "// SAFETY: as above.\n        \

@@ -511,9 +511,10 @@ pub type Threaded<'a> = SmallVec<[(&'a Persistent, Permit<'static>); 2]>;
 /// each one it knows is an inactive persistent receive (not from `MPI_PROC_NULL`) whose
 /// communicator's plain path is open ([`PlainCall::Start`]), MPI's own call starts them all,
 /// as the full path's route would have; each is counted in as a receive MPI holds first.
-/// Below `MPI_THREAD_MULTIPLE` the receives are found without the table's lock
-/// ([`request::Registry::persistent_indexed`]). `None` sends the call to the full path
-/// (erroneous starts included, which it reports).
+/// The receives are found in the registry's index without the table's lock
+/// ([`request::Registry::persistent_indexed`]); at `MPI_THREAD_MULTIPLE` one it does not hold
+/// comes from the table. `None` sends the call to the full path (erroneous starts included,
+/// which it reports).
 ///
 /// # Safety
 /// `requests` holds `count` handles, as the MPI call requires.

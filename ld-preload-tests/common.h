@@ -52,6 +52,29 @@ static inline const char *err_str(int rc)
     return buf;
 }
 
+/* A thread of a threaded test: its tag and peer, and its first failure, which the main
+ * thread reports once the threads are joined (the checks above keep one per rank). */
+struct ctx {
+    int id, tag, peer;
+    int fail;
+    char detail[DETAIL_LEN];
+};
+
+static inline void tfail(struct ctx *c, const char *fmt, ...)
+{
+    if (c->fail)
+        return;
+    c->fail = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, DETAIL_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* CHK for a thread's call. */
+#define TCHK(c, call) do { int rc_ = (call); \
+        if (rc_ != MPI_SUCCESS) tfail((c), "thread %d: %s failed (%d)", (c)->id, #call, rc_); } while (0)
+
 /* Run an MPI call that must succeed (world has MPI_ERRORS_RETURN). */
 #define CHK(call) do { int rc_ = (call); \
         if (rc_ != MPI_SUCCESS) FAILF("%s -> %s", #call, err_str(rc_)); } while (0)

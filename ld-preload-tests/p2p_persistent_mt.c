@@ -16,26 +16,6 @@
 #define REMAKE 40
 #define W 4
 
-struct ctx {
-    int id, tag, peer;
-    int fail;
-    char detail[DETAIL_LEN];
-};
-
-static void tfail(struct ctx *c, const char *fmt, ...)
-{
-    if (c->fail)
-        return;
-    c->fail = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->detail, DETAIL_LEN, fmt, ap);
-    va_end(ap);
-}
-
-#define TCHK(c, call) do { int rc_ = (call); \
-        if (rc_ != MPI_SUCCESS) tfail((c), "thread %d: %s failed (%d)", (c)->id, #call, rc_); } while (0)
-
 static void make(struct ctx *c, int in[RECVS][W], int *out, MPI_Request *recv, MPI_Request *send)
 {
     for (int k = 0; k < RECVS; k++)

@@ -13,23 +13,6 @@
 #define MSGS 200
 #define W 5
 
-struct ctx {
-    int id, tag, peer;
-    int fail;
-    char detail[DETAIL_LEN];
-};
-
-static void tfail(struct ctx *c, const char *fmt, ...)
-{
-    if (c->fail)
-        return;
-    c->fail = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->detail, DETAIL_LEN, fmt, ap);
-    va_end(ap);
-}
-
 /* Checks message seq from the peer; statuses with real source and tag. */
 static void tcheck(struct ctx *c, const int *b, int seq, MPI_Status *st)
 {
@@ -41,9 +24,6 @@ static void tcheck(struct ctx *c, const int *b, int seq, MPI_Status *st)
         tfail(c, "thread %d: message %d status source %d tag %d", c->id, seq,
               st->MPI_SOURCE, st->MPI_TAG);
 }
-
-#define TCHK(c, call) do { int rc_ = (call); \
-        if (rc_ != MPI_SUCCESS) tfail((c), "thread %d: %s failed (%d)", (c)->id, #call, rc_); } while (0)
 
 /* Blocking ping-pong. */
 static void blocking(struct ctx *c)

@@ -341,11 +341,7 @@ pub unsafe fn polled_after(
             // SAFETY: as above; inside the user's call on these handles.
             unsafe {
                 done.each(handles.len(), |at| {
-                    // The filter first: an unknown handle would be looked for in every slot.
-                    if rt.requests.surely_unknown(handles[at]) {
-                        return;
-                    }
-                    if let Some(p) = rt.requests.persistent_indexed(handles[at]) {
+                    if let Some(p) = rt.requests.persistent_if_known(handles[at]) {
                         p.done_in_mpi();
                     }
                 })

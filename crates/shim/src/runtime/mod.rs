@@ -363,7 +363,7 @@ pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static 
         process,
         clock: &process.clock,
         comms: CommTable::new(process, comm_freed),
-        requests: Registry::new(),
+        requests: Registry::default(),
         busy_clients: AtomicUsize::new(0),
         lent: Mutex::new(Vec::new()),
         clients,

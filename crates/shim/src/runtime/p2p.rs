@@ -545,12 +545,8 @@ pub unsafe fn plain_starts_before<'a>(
         }
     }
     for &handle in handles {
-        // The filter first: an unknown handle would be looked for in every slot.
-        if registry.surely_unknown(handle) {
-            continue;
-        }
         // SAFETY: as above.
-        if let Some(p) = unsafe { registry.persistent_indexed(handle) } {
+        if let Some(p) = unsafe { registry.persistent_if_known(handle) } {
             p.started_in_mpi();
         }
     }
@@ -620,7 +616,7 @@ pub unsafe fn plain_starts_after(
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
     for &handle in handles {
         // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-        if let Some(p) = unsafe { rt.requests.persistent_indexed(handle) } {
+        if let Some(p) = unsafe { rt.requests.persistent_if_known(handle) } {
             p.done_in_mpi();
         }
     }

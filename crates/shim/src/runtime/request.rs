@@ -383,12 +383,6 @@ fn position_of(handles: &[MPI_Request], key: usize) -> Option<usize> {
 
 impl Default for Registry {
     fn default() -> Registry {
-        Registry::new()
-    }
-}
-
-impl Registry {
-    pub fn new() -> Registry {
         Registry {
             table: Mutex::new(Table::default()),
             filter: AtomicU64::new(0),
@@ -400,7 +394,9 @@ impl Registry {
             }),
         }
     }
+}
 
+impl Registry {
     /// The persistent receive of `handle`, if it is one of those indexed, found without the
     /// table's lock.
     ///
@@ -414,6 +410,20 @@ impl Registry {
         // SAFETY: the slot's key was set after its pointer and is cleared before the table
         // lets the receive go; as the caller promises, that does not happen meanwhile.
         unsafe { slot.receive.load(Acquire).as_ref() }
+    }
+
+    /// [`Registry::persistent_indexed`] behind the filter, for a handle that may be MPI's own:
+    /// an unknown one would be looked for in every slot.
+    ///
+    /// # Safety
+    /// As for [`Registry::persistent_indexed`].
+    #[inline(always)]
+    pub unsafe fn persistent_if_known(&self, handle: MPI_Request) -> Option<&Persistent> {
+        if self.surely_unknown(handle) {
+            return None;
+        }
+        // SAFETY: as the caller promises.
+        unsafe { self.persistent_indexed(handle) }
     }
 
     /// The persistent receive of `handle`, from the index, else from the table.

@@ -371,7 +371,11 @@ impl Takeover {
         add(&self.shard().delegated_receives, 1, multiple);
         if weight > 0 {
             add(&self.outstanding, weight as isize, multiple);
-            self.refresh_plain();
+            // More receives held can only close the plain path: the rest of it stands.
+            if !multiple && self.plain_open.load(Relaxed) {
+                let within = self.outstanding.load(Relaxed) <= self.limit.load(Relaxed);
+                self.plain_open.store(within, Relaxed);
+            }
         }
     }
 
@@ -393,7 +397,10 @@ impl Takeover {
     #[inline]
     pub fn completed_in_mpi(&self, weight: usize) {
         add(&self.outstanding, -(weight as isize), self.multiple());
-        self.refresh_plain();
+        // Fewer receives held can only open the plain path: an open one stays so.
+        if !self.plain_open.load(Relaxed) {
+            self.refresh_plain();
+        }
     }
 
     /// Sets `plain_open` from the fields it stands for (below `MPI_THREAD_MULTIPLE`, where
@@ -1046,6 +1053,42 @@ mod tests {
             !plain(&threaded),
             "at MPI_THREAD_MULTIPLE the tests are made each call"
         );
+    }
+
+    proptest::proptest! {
+        /// Posting and completing change `plain_open` only where they can (a post can only
+        /// close it, a completion only open it): after any mix of the changes below
+        /// `MPI_THREAD_MULTIPLE` it still says what it stands for.
+        #[test]
+        fn the_kept_plain_test_stays_what_it_stands_for(
+            steps in proptest::collection::vec((0u8..6, 0usize..3), 0..200),
+        ) {
+            let t = Takeover::new(Policy::Auto, 16, (0, u64::MAX), false);
+            let mut held = Vec::new();
+            for (now, (step, size)) in (1u64..).zip(steps) {
+                let weight = [0, 1, FOLLOW_EVERY][size];
+                match step {
+                    0 | 1 => {
+                        t.posted_to_mpi(weight);
+                        held.push(weight);
+                    }
+                    2 => {
+                        if let Some(weight) = held.pop() {
+                            t.completed_in_mpi(weight);
+                        }
+                    }
+                    3 => {
+                        t.delegated_call(Policy::Auto);
+                    }
+                    4 => {
+                        let mode = [Mode::Delegated, Mode::Takeover, Mode::Held][size];
+                        t.switch(mode, now);
+                    }
+                    _ => t.episode_ended(if size == 0 { Ended::Paid } else { UNPAID }),
+                }
+                proptest::prop_assert_eq!(t.plain_open.load(Relaxed), t.plain_allowed());
+            }
+        }
     }
 
     #[test]

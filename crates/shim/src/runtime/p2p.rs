@@ -533,22 +533,16 @@ pub unsafe fn plain_starts_before<'a>(
         // SAFETY: the user's call on these handles.
         return unsafe { plain_starts_threaded(rt, handles) };
     }
-    let registry = &rt.requests;
-    for &handle in handles {
-        if registry.surely_unknown(handle) {
-            continue;
-        }
-        // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-        let p = unsafe { registry.persistent_indexed(handle) }?;
+    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+    for p in unsafe { rt.requests.indexed_among(handles) } {
+        let p = p?;
         if !(startable(p) && p.comm.takeover.plain_delegation_serial(PlainCall::Start)) {
             return None;
         }
     }
-    for &handle in handles {
-        // SAFETY: as above.
-        if let Some(p) = unsafe { registry.persistent_if_known(handle) } {
-            p.started_in_mpi();
-        }
+    // SAFETY: as above.
+    for p in unsafe { rt.requests.indexed_among(handles) }.flatten() {
+        p.started_in_mpi();
     }
     Some(None)
 }
@@ -614,11 +608,9 @@ pub unsafe fn plain_starts_after(
     }
     // SAFETY: as the caller promises.
     let handles = unsafe { std::slice::from_raw_parts(requests, count as usize) };
-    for &handle in handles {
-        // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
-        if let Some(p) = unsafe { rt.requests.persistent_if_known(handle) } {
-            p.done_in_mpi();
-        }
+    // SAFETY: below MPI_THREAD_MULTIPLE, inside the user's call.
+    for p in unsafe { rt.requests.indexed_among(handles) }.flatten() {
+        p.done_in_mpi();
     }
 }
 

@@ -426,6 +426,25 @@ impl Registry {
         unsafe { self.persistent_indexed(handle) }
     }
 
+    /// For each handle among `handles` that the filter lets pass, in order, its persistent
+    /// receive from the index (`None`: not there, where the table may know it), read without
+    /// the table's lock.
+    ///
+    /// # Safety
+    /// As for [`Registry::persistent_indexed`], for every handle.
+    #[inline(always)]
+    pub unsafe fn indexed_among<'a>(
+        &'a self,
+        handles: &'a [MPI_Request],
+    ) -> impl Iterator<Item = Option<&'a Persistent>> + 'a {
+        let filter = self.filter.load(Acquire);
+        handles
+            .iter()
+            .filter(move |handle| filter & filter_bit(handle.key()) != 0)
+            // SAFETY: as the caller promises.
+            .map(|&handle| unsafe { self.persistent_indexed(handle) })
+    }
+
     /// The persistent receive of `handle`, from the index, else from the table.
     ///
     /// # Safety
@@ -657,15 +676,11 @@ impl Registry {
     /// # Safety
     /// As for [`Registry::persistent_indexed`].
     unsafe fn count_out_indexed(&self, handles: &[MPI_Request], first: usize) -> Option<bool> {
-        let filter = self.filter.load(Acquire);
         let mut found: [Option<&Persistent>; PERSISTENT_SLOTS] = [None; PERSISTENT_SLOTS];
         let mut n = 0;
-        for &handle in &handles[first.min(handles.len())..] {
-            if filter & filter_bit(handle.key()) == 0 {
-                continue;
-            }
-            // SAFETY: as the caller promises.
-            let p = unsafe { self.persistent_indexed(handle) }?;
+        // SAFETY: as the caller promises.
+        for p in unsafe { self.indexed_among(&handles[first.min(handles.len())..]) } {
+            let p = p?;
             if p.shim_runs() {
                 return Some(false);
             }
@@ -690,13 +705,10 @@ impl Registry {
         handles: &[MPI_Request],
         first: usize,
     ) -> Option<bool> {
-        let filter = self.filter.load(Acquire);
         let mut in_mpi = true;
-        for &handle in &handles[first.min(handles.len())..] {
-            if filter & filter_bit(handle.key()) != 0 {
-                // SAFETY: as the caller promises.
-                in_mpi &= !unsafe { self.persistent_indexed(handle) }?.shim_runs();
-            }
+        // SAFETY: as the caller promises.
+        for p in unsafe { self.indexed_among(&handles[first.min(handles.len())..]) } {
+            in_mpi &= !p?.shim_runs();
         }
         Some(in_mpi)
     }

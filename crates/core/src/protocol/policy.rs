@@ -373,8 +373,7 @@ impl Takeover {
             add(&self.outstanding, weight as isize, multiple);
             // More receives held can only close the plain path: the rest of it stands.
             if !multiple && self.plain_open.load(Relaxed) {
-                let within = self.outstanding.load(Relaxed) <= self.limit.load(Relaxed);
-                self.plain_open.store(within, Relaxed);
+                self.plain_open.store(self.within_limit(), Relaxed);
             }
         }
     }
@@ -420,7 +419,13 @@ impl Takeover {
         self.auto
             && self.mode() == Mode::Delegated
             && self.dense.load(Relaxed) == 0
-            && self.outstanding.load(Relaxed) <= self.limit.load(Relaxed)
+            && self.within_limit()
+    }
+
+    /// The receives MPI holds are within the limit above which its queue counts as deep.
+    #[inline(always)]
+    fn within_limit(&self) -> bool {
+        self.outstanding.load(Relaxed) <= self.limit.load(Relaxed)
     }
 
     #[inline]
@@ -580,7 +585,7 @@ impl Takeover {
                 }
             }
             Policy::Auto => {
-                if self.outstanding.load(Relaxed) > self.limit.load(Relaxed) {
+                if !self.within_limit() {
                     self.timing_asked.store(false, Relaxed);
                     return Call::TakeOver;
                 }

@@ -11,16 +11,19 @@
 #define BURST 64
 #define TAG 7
 
-enum { POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, TIME, IN_MPI, NVARS };
+enum {
+    POSTED, UNEXPECTED, MODE, TAKEOVERS, SWITCHES, MATCHES, DELEGATED, UNCONFIRMED, TIME, IN_MPI,
+    NVARS
+};
 static const char *const names[NVARS] = {
     "matchshim_posted_length", "matchshim_unexpected_length", "matchshim_mode",
     "matchshim_takeovers", "matchshim_switches", "matchshim_matches", "matchshim_delegated_receives",
-    "matchshim_match_time_ns", "matchshim_receives_in_mpi",
+    "matchshim_unconfirmed_takeovers", "matchshim_match_time_ns", "matchshim_receives_in_mpi",
 };
 static const int classes[NVARS] = {
     MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_LEVEL, MPI_T_PVAR_CLASS_STATE,
     MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_COUNTER,
-    MPI_T_PVAR_CLASS_TIMER, MPI_T_PVAR_CLASS_LEVEL,
+    MPI_T_PVAR_CLASS_COUNTER, MPI_T_PVAR_CLASS_TIMER, MPI_T_PVAR_CLASS_LEVEL,
 };
 
 static int shim;                 /* the shim is loaded */

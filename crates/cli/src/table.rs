@@ -457,6 +457,7 @@ mod tests {
             takeover_time_ns: if switches > 0 { 1_500_000 } else { 0 },
             takeover_matches: matches,
             held_time_ns: 0,
+            unconfirmed_takeovers: 0,
             assertions: Vec::new(),
         }
     }

@@ -98,6 +98,10 @@ pub struct CommReport {
     /// matches of those count among `takeover_matches`).
     #[serde(default)]
     pub held_time_ns: u64,
+    /// Takeovers timed calls asked for that a warm probe of MPI's queue found shallow, so not
+    /// made.
+    #[serde(default)]
+    pub unconfirmed_takeovers: u64,
     /// The MPI-4 assertions its info makes (`mpi_assert_*` keys set to true).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<String>,
@@ -544,6 +548,7 @@ mod tests {
                 takeover_time_ns: 600,
                 takeover_matches: 2,
                 held_time_ns: 0,
+                unconfirmed_takeovers: 1,
                 assertions: vec!["mpi_assert_no_any_source".to_string()],
             }],
             gpu: None,
@@ -566,6 +571,7 @@ mod tests {
             takeover_time_ns: takeover_ns,
             takeover_matches: matches,
             held_time_ns: 0,
+            unconfirmed_takeovers: 0,
             assertions: Vec::new(),
         }
     }

@@ -7,7 +7,8 @@
 //! With [`Policy::Auto`] the shim takes over when MPI's queues look deep: more than `2·D`
 //! receives outstanding in MPI (D: the depth from which the shim pays), or [`DEEP_IN_A_ROW`]
 //! timed calls in a row that searched deeper than D (more after takeovers they asked for that
-//! did not pay: then the timing was fooled). It gives matching back when its searches
+//! did not pay: then the timing was fooled), confirmed by a warm probe of MPI's queue
+//! ([`Takeover::confirmed`]). It gives matching back when its searches
 //! since the takeover stayed below D/2 ([`Signals`]): at once when its queues are empty, else
 //! after [`SETTLE_MATCHES`] shallow matches (a takeover that a busy node's timing or a long
 //! queue matched in order asked for, and that does not pay). Unexpected messages it still
@@ -153,6 +154,8 @@ pub struct Takeover {
     timing_asked: AtomicBool,
     // What the report shows.
     switches: AtomicU64,
+    /// Takeovers the timed calls asked for that a warm search found shallow.
+    unconfirmed: AtomicU64,
     /// Times the shim took over, starting in takeover included.
     takeovers: AtomicU64,
     mode_since_ns: AtomicU64,
@@ -319,6 +322,7 @@ impl Takeover {
             deep_in_row: AtomicU32::new(0),
             deep_needed: AtomicU32::new(DEEP_IN_A_ROW),
             timing_asked: AtomicBool::new(false),
+            unconfirmed: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             takeovers: AtomicU64::new((mode == Mode::Takeover) as u64),
             mode_since_ns: AtomicU64::new(now_ns),
@@ -748,6 +752,28 @@ impl Takeover {
         asks
     }
 
+    /// Whether MPI's queue is deep, as the timed calls that asked for a takeover said
+    /// ([`Takeover::timed`]), by a warm search right after them: `searched` ticks for the
+    /// quickest probe of the last timed call's pattern, `floor` for the slowest probe of an
+    /// empty communicator (MPI's progress, no queue) among them, at `ticks_per_ns`. A call
+    /// slowed by something else than its search (caches a program's computing emptied, a
+    /// preempted process) is not slow again: the timed calls in a row count from none.
+    #[inline]
+    pub fn confirmed(&self, floor: u64, searched: u64, ticks_per_ns: f64) -> bool {
+        let deep = searched.saturating_sub(floor) >= self.deep_ticks(ticks_per_ns);
+        if !deep {
+            self.deep_in_row.store(0, Relaxed);
+            self.timing_asked.store(false, Relaxed);
+            self.unconfirmed.fetch_add(1, Relaxed);
+        }
+        deep
+    }
+
+    /// Takeovers timed calls asked for that a warm search did not confirm.
+    pub fn unconfirmed(&self) -> u64 {
+        self.unconfirmed.load(Relaxed)
+    }
+
     /// A receive call on a taken-over communicator: whether matching goes back to MPI now,
     /// given what the shim's queues hold (`queued`: posted receives, unexpected messages) and
     /// the depths its matches had. Under `auto`, when the searches since the takeover stayed
@@ -890,6 +916,53 @@ mod tests {
             assert!(!t.timed(deep, 1.0, || false));
         }
         assert!(t.timed(deep, 1.0, || false), "one that paid brings it back");
+    }
+
+    #[test]
+    fn a_takeover_the_timing_asked_for_waits_for_a_warm_search_to_confirm_it() {
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        let deep_search = 64 * MPI_NS_PER_ELEMENT;
+        let ask = |t: &Takeover| {
+            assert!(!t.timed(100, 1.0, || false));
+            for _ in 1..DEEP_IN_A_ROW {
+                assert!(!t.timed(100 + deep_search, 1.0, || false));
+            }
+            assert!(t.timed(100 + deep_search, 1.0, || false));
+        };
+        ask(&t);
+        assert!(
+            !t.confirmed(300, 300 + deep_search - 1, 1.0),
+            "a probe as quick as the empty communicator's plus less than the depth: shallow"
+        );
+        assert_eq!(t.unconfirmed(), 1);
+        for _ in 1..DEEP_IN_A_ROW {
+            assert!(
+                !t.timed(100 + deep_search, 1.0, || false),
+                "the row counts again from none"
+            );
+        }
+        assert!(t.timed(100 + deep_search, 1.0, || false));
+        assert!(
+            !t.confirmed(300, 100, 1.0),
+            "a probe that found its message at once is quicker than the floor's progress"
+        );
+        t.episode_ended(UNPAID);
+        assert_eq!(
+            t.deep_needed.load(Relaxed),
+            DEEP_IN_A_ROW,
+            "an unconfirmed ask is not the timing's takeover: nothing to distrust"
+        );
+        let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
+        ask(&t);
+        assert!(t.confirmed(300, 300 + deep_search, 2.0 / 3.0));
+        assert!(t.confirmed(300, 300 + deep_search, 1.0));
+        assert_eq!(t.unconfirmed(), 0);
+        t.episode_ended(UNPAID);
+        assert_eq!(
+            t.deep_needed.load(Relaxed),
+            DEEP_IN_A_ROW * UNPAID_ROW_FACTOR,
+            "a confirmed takeover that did not pay makes the timing ask for more"
+        );
     }
 
     #[test]

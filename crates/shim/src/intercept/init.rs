@@ -176,6 +176,10 @@ pub unsafe fn finalize() -> c_int {
         if let Some(line) = report::summary_line(rt, &report) {
             crate::say(&line);
         }
+        let mut empty = rt.process.empty;
+        if empty != abi().comm_null {
+            mpi::comm_free(&mut empty);
+        }
     }
     // SAFETY: as the caller promises.
     unsafe { next::MPI_Finalize() }

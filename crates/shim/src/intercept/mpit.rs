@@ -31,7 +31,7 @@ struct Var {
     value: fn(&Runtime, &Comm) -> u64,
 }
 
-static VARS: [Var; 9] = [
+static VARS: [Var; 10] = [
     Var {
         name: c"matchshim_posted_length",
         class: Class::Level,
@@ -82,6 +82,12 @@ static VARS: [Var; 9] = [
         class: Class::Level,
         desc: c"Receives MPI holds for the communicator as the shim counts them: one posted in 64 is followed to its completion and stands for 64",
         value: |_, comm| comm.takeover.receives_in_mpi(),
+    },
+    Var {
+        name: c"matchshim_unconfirmed_takeovers",
+        class: Class::Counter,
+        desc: c"Takeovers of the communicator that timed calls asked for and a warm probe of MPI's queue found shallow, so not made",
+        value: |_, comm| comm.takeover.unconfirmed(),
     },
     Var {
         name: c"matchshim_match_time_ns",

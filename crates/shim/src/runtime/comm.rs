@@ -34,18 +34,27 @@ pub struct Process {
     pub clock: Clock,
     /// MPI's cost of a receive that finds its message at once (see `Takeover::new`).
     pub found_floor: u64,
+    /// A private communicator of this rank alone, where no message ever waits: its probes
+    /// cost MPI's progress and no search (null if MPI refused it).
+    pub empty: MPI_Comm,
     /// Receives anywhere that need the shim's progress to complete.
     pending: AtomicUsize,
     /// Communicators that have had such receives.
     listed: Mutex<Vec<&'static Comm>>,
 }
 
+// SAFETY: `empty` is an MPI handle, a plain value; MPI calls on it are allowed concurrently
+// by the thread level.
+unsafe impl Send for Process {}
+// SAFETY: as above.
+unsafe impl Sync for Process {}
+
 impl Process {
     pub fn new(
         config: &crate::config::Config,
         multiple: bool,
         clock: Clock,
-        found_floor: u64,
+        (found_floor, empty): (u64, MPI_Comm),
     ) -> Process {
         Process {
             policy: config.takeover,
@@ -55,6 +64,7 @@ impl Process {
             multiple,
             clock,
             found_floor,
+            empty,
             pending: AtomicUsize::new(0),
             listed: Mutex::new(Vec::new()),
         }
@@ -240,6 +250,10 @@ fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
     matchshim_core::trace::recorded(build_engine(kind, params), params)
 }
 
+/// Probes of each kind, after one each to fill the caches, that confirm a takeover the timed
+/// calls asked for ([`Comm::searches_deep`]).
+const CONFIRMING_PROBES: usize = 2;
+
 /// Who routes a receive: the user's calls move the takeover policy, a collective schedule's
 /// receives follow the mode as it is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -265,18 +279,20 @@ pub struct Permit<'a> {
 }
 
 impl Permit<'_> {
-    /// Runs `call` (a receive or probe going to MPI under this permit), timed when `timed`:
-    /// a sample for the takeover policy, which takes over when the samples say MPI searched
-    /// deep. `found` tells from the result whether MPI found the message at once.
+    /// Runs `call` (a receive or probe of `(source, tag)` going to MPI under this permit),
+    /// timed when `timed`: a sample for the takeover policy, which takes over when the samples
+    /// say MPI searched deep and a warm search confirms it. `found` tells from the result
+    /// whether MPI found the message at once.
     #[inline]
     pub fn run<T>(
         self,
         timed: bool,
+        (source, tag): (c_int, c_int),
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
     ) -> Result<T, Code> {
         if timed {
-            self.timed(call, found)
+            self.timed((source, tag), call, found)
         } else {
             call()
         }
@@ -285,6 +301,7 @@ impl Permit<'_> {
     #[inline(never)]
     fn timed<T>(
         self,
+        (source, tag): (c_int, c_int),
         call: impl FnOnce() -> Result<T, Code>,
         found: impl FnOnce(&T) -> bool,
     ) -> Result<T, Code> {
@@ -299,6 +316,7 @@ impl Permit<'_> {
             if comm
                 .takeover
                 .timed(ticks, clock.ticks_per_ns(), || found(value))
+                && comm.searches_deep(source, tag)
             {
                 comm.take_over(&mut comm.locked.lock());
             }
@@ -636,6 +654,36 @@ impl Comm {
 
     pub fn leave_side(&self) {
         self.side_users.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Whether MPI's search for `(source, tag)` on this communicator is deep now, as timed
+    /// calls said ([`Takeover::confirmed`]): after a probe of each to fill the caches, probes
+    /// of that pattern alternate with probes of the empty communicator, and the quickest of
+    /// the first must outlast the slowest of the second. A probe that finds nothing runs MPI's
+    /// progress, which on an oversubscribed node may yield the core: its time then spreads by
+    /// microseconds, and only a search longer than that spread is seen.
+    fn searches_deep(&self, source: c_int, tag: c_int) -> bool {
+        let empty = self.process.empty;
+        if empty == abi().comm_null {
+            return true;
+        }
+        let clock = &self.process.clock;
+        let any = (abi().any_source, abi().any_tag);
+        let probe = |(source, tag): (c_int, c_int), comm: MPI_Comm| {
+            let start = clock.ticks();
+            // A probe moves nothing; one that fails leaves the time it took.
+            let _ = mpi::iprobe(source, tag, comm);
+            clock.ticks() - start
+        };
+        probe(any, empty);
+        probe((source, tag), self.handle);
+        let (mut floor, mut searched) = (0, u64::MAX);
+        for _ in 0..CONFIRMING_PROBES {
+            floor = floor.max(probe(any, empty));
+            searched = searched.min(probe((source, tag), self.handle));
+        }
+        self.takeover
+            .confirmed(floor, searched, clock.ticks_per_ns())
     }
 
     /// Takes matching over from MPI; false where a blocking receive of the user's is inside

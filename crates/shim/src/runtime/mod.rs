@@ -289,13 +289,13 @@ const FLOOR_ROUNDS: usize = 16;
 const FLOOR_POLLS: usize = 10_000;
 
 /// MPI's cost in clock ticks of a receive call that finds its message at once with nothing
-/// else queued: a message sent to itself on a private communicator, received. A floor learned
-/// only from the program's calls never sees depth when every call searches deep (a queue
-/// received in reverse). `u64::MAX` if MPI refuses.
-fn found_floor(clock: &clock::Clock) -> u64 {
-    let Ok(mut comm) = mpi::comm_duplicate_quietly(abi().comm_self) else {
+/// else queued: a message sent to itself on `comm`, a private communicator of this rank alone,
+/// received. A floor learned only from the program's calls never sees depth when every call
+/// searches deep (a queue received in reverse). `u64::MAX` if MPI refuses.
+fn found_floor(clock: &clock::Clock, comm: MPI_Comm) -> u64 {
+    if comm == abi().comm_null {
         return u64::MAX;
-    };
+    }
     let mut floor = u64::MAX;
     for round in 0..FLOOR_ROUNDS as i32 {
         let (sent, mut received) = (round, -1);
@@ -337,21 +337,21 @@ fn found_floor(clock: &clock::Clock) -> u64 {
             mpi::wait(&mut send);
         }
     }
-    mpi::comm_free(&mut comm);
     floor
 }
 
 /// Installs the runtime after MPI's own initialisation.
 pub fn install(config: Config, thread_level: c_int, clients: &'static [&'static dyn Client]) {
     let clock = clock::Clock::new();
-    let found_floor = found_floor(&clock);
+    let empty = mpi::comm_duplicate_quietly(abi().comm_self).unwrap_or(abi().comm_null);
+    let found_floor = found_floor(&clock, empty);
     let multiple = thread_level == abi().thread_multiple;
     thread::set_multiple(multiple);
     let process: &'static Process = Box::leak(Box::new(Process::new(
         &config,
         multiple,
         clock,
-        found_floor,
+        (found_floor, empty),
     )));
     let _ = RUNTIME.set(Runtime {
         world_rank: mpi::comm_rank(abi().comm_world),

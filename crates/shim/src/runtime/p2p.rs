@@ -151,6 +151,7 @@ unsafe fn post_delegated(
     let (timed, permit) = route;
     permit.run(
         timed,
+        (target.source, target.tag),
         || buf.post_to_mpi(target.source, target.tag, target.comm.handle),
         |&request| mpi::request_done(request),
     )
@@ -458,6 +459,7 @@ pub unsafe fn start(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Err
         Route::Mpi { timed, permit } => {
             let started = permit.run(
                 timed,
+                (target.source, target.tag),
                 // SAFETY: the caller's inactive persistent request.
                 || mpi::check(mpi::start(unsafe { &mut *request })),
                 // SAFETY: as above, now started.
@@ -659,7 +661,7 @@ pub unsafe fn probe(
                             .map(|s| s.map(|s| (abi().message_null, s)))
                     }
                 };
-                match permit.run(timed, probe, Option::is_some) {
+                match permit.run(timed, (target.source, target.tag), probe, Option::is_some) {
                     Err(err) => return Ok(err),
                     Ok(found) => found,
                 }

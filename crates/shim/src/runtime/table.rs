@@ -41,6 +41,7 @@ impl Totals {
             delegated_receives: comm.takeover.delegated_receives(),
             takeover_time_ns,
             held_time_ns,
+            unconfirmed_takeovers: comm.takeover.unconfirmed(),
             takeover_matches: stats.point_to_point.matches + stats.collective.matches,
             assertions: assertions.keys(),
         };

@@ -4,9 +4,11 @@
  * MPI's request free list held: the send path writes it only at completion. Once the free
  * list has grown into memory the program used, active requests vanish: their handles become
  * MPI_REQUEST_NULL, never reported, their sends still under way. MPICH 4.0.2 keeps them.
+ * MPI_Waitall returns at the failed request, with MPI_ERR_PENDING in the statuses of the
+ * active ones, and frees them the same way (argument `waitall`; MPICH waits for all).
  *
  *   mpicc.openmpi -o error-frees-active openmpi-error-frees-active.c
- *   mpiexec.openmpi -n 2 ./error-frees-active
+ *   mpiexec.openmpi -n 2 ./error-frees-active [waitall]
  *   # "active sends it freed unreported: 196 of 200" (MPICH: 0 of 200) */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,11 +43,14 @@ int main(int argc, char **argv)
         MPI_Irecv(in, 1, MPI_INT, 1, 1, MPI_COMM_WORLD, &r[SENDS]);
         while (!flag)
             MPI_Request_get_status(r[SENDS], &flag, MPI_STATUS_IGNORE);
-        int rc = MPI_Testsome(SENDS + 1, r, &outcount, indices, st);
+        int waitall = argc > 1 && strcmp(argv[1], "waitall") == 0;
+        int rc = waitall ? MPI_Waitall(SENDS + 1, r, st)
+                         : MPI_Testsome(SENDS + 1, r, &outcount, indices, st);
         for (int i = 0; i < SENDS; i++)
             vanished += r[i] == MPI_REQUEST_NULL;
-        printf("Testsome: %s, %d reported (request %d); active sends it freed unreported: "
+        printf("%s: %s, %d reported (request %d); active sends it freed unreported: "
                "%d of %d\n",
+               waitall ? "Waitall" : "Testsome",
                rc == MPI_ERR_IN_STATUS ? "MPI_ERR_IN_STATUS" : "no error", outcount,
                outcount > 0 ? indices[0] : -1, vanished, SENDS);
         MPI_Barrier(MPI_COMM_WORLD);

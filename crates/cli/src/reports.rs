@@ -151,6 +151,8 @@ pub struct CommSum {
     pub takeovers: u64,
     /// Messages the engine matched while taken over.
     pub shim_matched: u64,
+    /// Takeovers the timed calls asked for that a warm probe of MPI's queue declined.
+    pub declined: u64,
     /// The longest time in each mode on one rank.
     pub delegated_time_ns: u64,
     pub takeover_time_ns: u64,
@@ -170,6 +172,7 @@ impl CommSum {
             sum.mpi_matched += c.delegated_receives;
             sum.takeovers += takeovers(c);
             sum.shim_matched += c.takeover_matches;
+            sum.declined += c.unconfirmed_takeovers;
             sum.delegated_time_ns = sum.delegated_time_ns.max(c.delegated_time_ns);
             sum.takeover_time_ns = sum.takeover_time_ns.max(c.takeover_time_ns);
         }

@@ -103,6 +103,15 @@ pub fn summary(s: &Summary, meta: Option<&Meta>, origin: &str) -> String {
              it found its queues short\n",
         );
     }
+    let declined: u64 = s.comms.iter().map(|c| c.declined).sum();
+    if declined > 0 {
+        out.push_str(&format!(
+            "\nnote: {declined} takeover{} that slow receive calls asked for did not happen: a \
+             warm probe found MPI's queues short (a busy machine, or a program computing \
+             between its calls, slows MPI's calls)\n",
+            if declined == 1 { "" } else { "s" }
+        ));
+    }
     out
 }
 
@@ -514,6 +523,27 @@ mod tests {
         );
         assert!(text.contains("queues allocated per rank: mean 3.5, max 5 (rank 0)"));
         assert!(text.contains("0 posted receives, 1 unexpected messages"));
+        assert!(!text.contains("did not happen"), "{text}");
+    }
+
+    #[test]
+    fn takeovers_a_warm_probe_declined_are_counted_over_ranks_and_communicators() {
+        let declined = |id, n| CommReport {
+            unconfirmed_takeovers: n,
+            ..comm(id, 100, 0, 0)
+        };
+        let got = [
+            with_comms(
+                line("rank", 0, 2, 0, 0, 0),
+                vec![declined(0, 2), declined(4, 1)],
+            ),
+            with_comms(line("rank", 1, 2, 0, 0, 0), vec![declined(0, 1)]),
+        ];
+        let text = summary(&Summary::new(&got), None, "r");
+        assert!(
+            text.contains("\nnote: 4 takeovers that slow receive calls asked for did not happen"),
+            "{text}"
+        );
     }
 
     #[test]

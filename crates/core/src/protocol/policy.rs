@@ -754,13 +754,21 @@ impl Takeover {
 
     /// Whether MPI's queue is deep, as the timed calls that asked for a takeover said
     /// ([`Takeover::timed`]), by a warm search right after them: `searched` ticks for the
-    /// quickest probe of the last timed call's pattern, `floor` for the slowest probe of an
-    /// empty communicator (MPI's progress, no queue) among them, at `ticks_per_ns`. A call
-    /// slowed by something else than its search (caches a program's computing emptied, a
+    /// quickest probe of the last timed call's pattern, `(quickest, slowest)` for probes of
+    /// an empty communicator (MPI's progress, no queue) among them, at `ticks_per_ns`. The
+    /// search must outlast the slowest empty probe by the depth's time and by the empty
+    /// probes' own spread (MPI's progress may yield the core on an oversubscribed node). A
+    /// call slowed by something else than its search (caches a program's computing emptied, a
     /// preempted process) is not slow again: the timed calls in a row count from none.
     #[inline]
-    pub fn confirmed(&self, floor: u64, searched: u64, ticks_per_ns: f64) -> bool {
-        let deep = searched.saturating_sub(floor) >= self.deep_ticks(ticks_per_ns);
+    pub fn confirmed(
+        &self,
+        (quickest, slowest): (u64, u64),
+        searched: u64,
+        ticks_per_ns: f64,
+    ) -> bool {
+        let margin = self.deep_ticks(ticks_per_ns).max(slowest - quickest);
+        let deep = searched.saturating_sub(slowest) >= margin;
         if !deep {
             self.deep_in_row.store(0, Relaxed);
             self.timing_asked.store(false, Relaxed);
@@ -931,7 +939,7 @@ mod tests {
         };
         ask(&t);
         assert!(
-            !t.confirmed(300, 300 + deep_search - 1, 1.0),
+            !t.confirmed((290, 300), 300 + deep_search - 1, 1.0),
             "a probe as quick as the empty communicator's plus less than the depth: shallow"
         );
         assert_eq!(t.unconfirmed(), 1);
@@ -943,7 +951,7 @@ mod tests {
         }
         assert!(t.timed(100 + deep_search, 1.0, || false));
         assert!(
-            !t.confirmed(300, 100, 1.0),
+            !t.confirmed((290, 300), 100, 1.0),
             "a probe that found its message at once is quicker than the floor's progress"
         );
         t.episode_ended(UNPAID);
@@ -954,9 +962,16 @@ mod tests {
         );
         let t = Takeover::new(Policy::Auto, 64, (0, u64::MAX), false);
         ask(&t);
-        assert!(t.confirmed(300, 300 + deep_search, 2.0 / 3.0));
-        assert!(t.confirmed(300, 300 + deep_search, 1.0));
-        assert_eq!(t.unconfirmed(), 0);
+        assert!(
+            !t.confirmed((5000, 8000), 8000 + deep_search, 1.0),
+            "empty probes that spread by more than the depth's time (a yielding progress) ask \
+             for a search longer than their spread"
+        );
+        ask(&t);
+        assert!(t.confirmed((5000, 8000), 11_000, 1.0));
+        ask(&t);
+        assert!(t.confirmed((290, 300), 300 + deep_search, 1.0));
+        assert_eq!(t.unconfirmed(), 1);
         t.episode_ended(UNPAID);
         assert_eq!(
             t.deep_needed.load(Relaxed),

@@ -252,7 +252,7 @@ fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
 
 /// Probes of each kind, after one each to fill the caches, that confirm a takeover the timed
 /// calls asked for ([`Comm::searches_deep`]).
-const CONFIRMING_PROBES: usize = 2;
+const CONFIRMING_PROBES: usize = 3;
 
 /// Who routes a receive: the user's calls move the takeover policy, a collective schedule's
 /// receives follow the mode as it is.
@@ -677,9 +677,10 @@ impl Comm {
         };
         probe(any, empty);
         probe((source, tag), self.handle);
-        let (mut floor, mut searched) = (0, u64::MAX);
+        let (mut floor, mut searched) = ((u64::MAX, 0), u64::MAX);
         for _ in 0..CONFIRMING_PROBES {
-            floor = floor.max(probe(any, empty));
+            let empty_probe = probe(any, empty);
+            floor = (floor.0.min(empty_probe), floor.1.max(empty_probe));
             searched = searched.min(probe((source, tag), self.handle));
         }
         self.takeover

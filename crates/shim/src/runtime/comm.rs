@@ -254,6 +254,18 @@ fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
 /// calls asked for ([`Comm::searches_deep`]).
 const CONFIRMING_PROBES: usize = 3;
 
+/// The calling thread's CPU time in nanoseconds: it does not advance while the thread waits
+/// for a core.
+fn thread_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; this clock exists on every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
 /// Who routes a receive: the user's calls move the takeover policy, a collective schedule's
 /// receives follow the mode as it is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -659,32 +671,35 @@ impl Comm {
     /// Whether MPI's search for `(source, tag)` on this communicator is deep now, as timed
     /// calls said ([`Takeover::confirmed`]): after a probe of each to fill the caches, probes
     /// of that pattern alternate with probes of the empty communicator, and the quickest of
-    /// the first must outlast the slowest of the second. A probe that finds nothing runs MPI's
-    /// progress, which on an oversubscribed node may yield the core: its time then spreads by
-    /// microseconds, and only a search longer than that spread is seen.
+    /// the first must outlast the middle one of the second. A probe that finds nothing runs
+    /// MPI's progress, which may yield the core (Open MPI on an oversubscribed node), lose it
+    /// to a busy process, or take in messages arriving (over TCP): the probes are timed in
+    /// the thread's CPU time, which stops while another runs, and one empty probe quicker or
+    /// slower than the others does not decide.
     fn searches_deep(&self, source: c_int, tag: c_int) -> bool {
         let empty = self.process.empty;
         if empty == abi().comm_null {
             return true;
         }
-        let clock = &self.process.clock;
         let any = (abi().any_source, abi().any_tag);
         let probe = |(source, tag): (c_int, c_int), comm: MPI_Comm| {
-            let start = clock.ticks();
+            let start = thread_cpu_ns();
             // A probe moves nothing; one that fails leaves the time it took.
             let _ = mpi::iprobe(source, tag, comm);
-            clock.ticks() - start
+            thread_cpu_ns().saturating_sub(start)
         };
         probe(any, empty);
         probe((source, tag), self.handle);
-        let (mut floor, mut searched) = ((u64::MAX, 0), u64::MAX);
-        for _ in 0..CONFIRMING_PROBES {
-            let empty_probe = probe(any, empty);
-            floor = (floor.0.min(empty_probe), floor.1.max(empty_probe));
+        let mut floors = [0; CONFIRMING_PROBES];
+        let mut searched = u64::MAX;
+        for floor in &mut floors {
+            *floor = probe(any, empty);
             searched = searched.min(probe((source, tag), self.handle));
         }
+        floors.sort_unstable();
+        // Nanoseconds: one tick a nanosecond.
         self.takeover
-            .confirmed(floor, searched, clock.ticks_per_ns())
+            .confirmed(floors[CONFIRMING_PROBES / 2], searched, 1.0)
     }
 
     /// Takes matching over from MPI; false where a blocking receive of the user's is inside

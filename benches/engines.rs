@@ -24,6 +24,7 @@
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{black_box, BenchmarkId, Criterion, SamplingMode, Throughput};
+use matchshim_core::clock::thread_cpu_ns;
 use matchshim_core::matching::gpu::{GpuEngine, GpuParams, Launch};
 use matchshim_core::matching::{
     build_engine, Assertions, Class, EngineKind, EngineParams, Envelope, MatchEngine, MsgId,
@@ -62,25 +63,15 @@ static ALLOCATOR: Counting = Counting;
 /// CPU time of the measuring thread: on a shared machine, time spent descheduled does not count.
 struct CpuTime;
 
-fn thread_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
 impl Measurement for CpuTime {
     type Intermediate = u64;
     type Value = u64;
 
     fn start(&self) -> u64 {
-        thread_ns()
+        thread_cpu_ns()
     }
     fn end(&self, start: u64) -> u64 {
-        thread_ns() - start
+        thread_cpu_ns() - start
     }
     fn add(&self, a: &u64, b: &u64) -> u64 {
         a + b
@@ -478,11 +469,11 @@ fn post_rate(c: &mut Criterion<CpuTime>) {
                 b.iter_custom(|iterations| {
                     let mut spent = 0;
                     for _ in 0..iterations {
-                        let start = thread_ns();
+                        let start = thread_cpu_ns();
                         for (id, &want) in work.posts.iter().enumerate() {
                             black_box(engine.post(want, id as u64));
                         }
-                        spent += thread_ns() - start;
+                        spent += thread_cpu_ns() - start;
                         arrive_all(engine.as_mut(), &work, true);
                     }
                     spent
@@ -671,9 +662,9 @@ fn interleaved(
             .iter()
             .map(|(kind, name, burst)| {
                 let mut engine = build(*kind, name, work.comm_size);
-                let start = thread_ns();
+                let start = thread_cpu_ns();
                 run(engine.as_mut(), &work, *burst);
-                (5_000_000 / (thread_ns() - start).max(1)).max(1)
+                (5_000_000 / (thread_cpu_ns() - start).max(1)).max(1)
             })
             .collect();
         let mut best = vec![f64::MAX; engines.len()];
@@ -685,11 +676,11 @@ fn interleaved(
                 // suits each engine, the baseline included.
                 let mut engine = build(kind, name, work.comm_size);
                 run(engine.as_mut(), &work, burst);
-                let start = thread_ns();
+                let start = thread_cpu_ns();
                 for _ in 0..iterations[e] {
                     run(engine.as_mut(), &work, burst);
                 }
-                let ns = (thread_ns() - start) as f64 / iterations[e] as f64;
+                let ns = (thread_cpu_ns() - start) as f64 / iterations[e] as f64;
                 best[e] = best[e].min(ns);
             }
         }
@@ -778,9 +769,9 @@ fn best_interleaved(makers: &[Make], work: &Workload, rounds: usize) -> Vec<f64>
         .iter()
         .map(|make| {
             let mut engine = make();
-            let start = thread_ns();
+            let start = thread_cpu_ns();
             run(engine.as_mut(), work, true);
-            (5_000_000 / (thread_ns() - start).max(1)).max(1)
+            (5_000_000 / (thread_cpu_ns() - start).max(1)).max(1)
         })
         .collect();
     let mut best = vec![f64::MAX; makers.len()];
@@ -788,11 +779,11 @@ fn best_interleaved(makers: &[Make], work: &Workload, rounds: usize) -> Vec<f64>
         for (e, make) in makers.iter().enumerate() {
             let mut engine = make();
             run(engine.as_mut(), work, true);
-            let start = thread_ns();
+            let start = thread_cpu_ns();
             for _ in 0..iterations[e] {
                 run(engine.as_mut(), work, true);
             }
-            best[e] = best[e].min((thread_ns() - start) as f64 / iterations[e] as f64);
+            best[e] = best[e].min((thread_cpu_ns() - start) as f64 / iterations[e] as f64);
         }
     }
     best.iter().map(|ns| ns / work.posts.len() as f64).collect()

@@ -11,7 +11,7 @@ use crate::matching::{
 };
 use crate::mpi::{self, abi, Code, MPI_Comm, MPI_Status};
 use crate::report::Bursts;
-use matchshim_core::clock::Clock;
+use matchshim_core::clock::{thread_cpu_ns, Clock};
 use matchshim_core::protocol::coll::TagLayout;
 use matchshim_core::protocol::{
     Call, Entry, GiveBack, Inbox, Key, Loan, Mode, Model, PlainCall, Policy, Posted, Probe, Queues,
@@ -253,18 +253,6 @@ fn engine_for(kind: EngineKind, params: &EngineParams) -> Box<dyn MatchEngine> {
 /// Probes of each kind, after one each to fill the caches, that confirm a takeover the timed
 /// calls asked for ([`Comm::searches_deep`]).
 const CONFIRMING_PROBES: usize = 3;
-
-/// The calling thread's CPU time in nanoseconds: it does not advance while the thread waits
-/// for a core.
-fn thread_cpu_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer; this clock exists on every Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
 
 /// Who routes a receive: the user's calls move the takeover policy, a collective schedule's
 /// receives follow the mode as it is.

@@ -3,8 +3,9 @@
 # seeds, run natively and under the shim, their outcomes compared (ci/fuzz/driver.py).
 #
 # Usage: ci/fuzz.sh --mpi mpich|openmpi|all --seeds N [--from S] [--configs CONFIG ...]
-#            [--all-configs] [--per-seed K] [--counts] [--no-minimise]
+#            [--all-configs] [--per-seed K] [--counts] [--no-minimise] [--threads T]
 #        ci/fuzz.sh --mpi mpich|openmpi --replay SEED [--config CONFIG] [--units LIST]
+#            [--threads T]
 #        ci/fuzz.sh --mpi mpich|openmpi|all --regressions
 #
 # CONFIG is ENGINE/TAKEOVER/COLL (e.g. col+pnp/flip:3/shim) or native. Seed S runs with
@@ -12,7 +13,8 @@
 # takeover modes (auto always flip:1 flip:2 flip:3 flip:7) and MATCHSHIM_COLL (shim native)
 # turning with them; --all-configs spreads them over every combination. A divergence prints
 # the command that replays it (minimised to the units that still fail). --regressions replays
-# the seeds in ci/fuzz/regressions. Builds the shims first if they are missing.
+# the seeds in ci/fuzz/regressions. --threads T: MPI_THREAD_MULTIPLE, T threads a rank
+# running plans at once (docs/testing.md). Builds the shims first if they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/common.sh

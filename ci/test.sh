@@ -47,5 +47,6 @@ step ci/stack-tests.sh --mpi all
 step env MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp"
 step ci/fuzz.sh --mpi all --regressions
 step ci/fuzz.sh --mpi all --seeds 400
+step ci/fuzz.sh --mpi all --seeds 100 --from 100000 --threads 2
 step ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 step ci/multihost.sh --mpi openmpi

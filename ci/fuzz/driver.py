@@ -95,8 +95,9 @@ def all_configs():
 class Run:
     """Runs seeds of one MPI; results are "ok DIGEST", "FAIL why", "hang" or "crash"."""
 
-    def __init__(self, mpi, timeout_per_seed, verbose):
+    def __init__(self, mpi, timeout_per_seed, verbose, threads=0):
         self.mpi = mpi
+        self.threads = threads
         self.timeout_per_seed = timeout_per_seed
         self.verbose = verbose
         self.launches = 0
@@ -110,7 +111,8 @@ class Run:
                     f"MATCHSHIM_TAKEOVER={takeover}", f"MATCHSHIM_COLL={coll}"]
             if report:
                 cmd.append(f"MATCHSHIM_REPORT={report}")
-        return cmd + [binary(self.mpi)] + args
+        threads = ["--threads", str(self.threads)] if self.threads else []
+        return cmd + [binary(self.mpi)] + threads + args
 
     def launch(self, config, n, args, timeout, report=None):
         """(stdout, timed out, exit status)."""
@@ -212,8 +214,10 @@ def verdict(native, shim):
     return shim
 
 
-def replay_command(mpi, seed, config, units=None):
+def replay_command(mpi, seed, config, units=None, threads=0):
     cmd = f"ci/fuzz.sh --mpi {mpi} --replay {seed} --config {config_name(config)}"
+    if threads:
+        cmd += f" --threads {threads}"
     if units is not None:
         cmd += " --units " + ",".join(map(str, units))
     return cmd
@@ -267,7 +271,7 @@ def fuzz(args):
     failed = 0
     for mpi in mpis:
         build(mpi)
-        run = Run(mpi, args.timeout_per_seed, args.verbose)
+        run = Run(mpi, args.timeout_per_seed, args.verbose, args.threads)
         cfgs = configs or (all_configs() if args.all_configs else spread_configs())
         seeds = list(range(args.first, args.first + args.seeds))
         t0 = time.time()
@@ -292,7 +296,7 @@ def fuzz(args):
                 native[s] = again
         for s, r in sorted(bad_native.items()):
             print(f"{mpi}: seed {s} fails natively: {r}")
-            print(f"  replay: {replay_command(mpi, s, None)}")
+            print(f"  replay: {replay_command(mpi, s, None, threads=args.threads)}")
         failed += len(bad_native)
         counts, failures = {}, []
         for config, cseeds in plan.items():
@@ -314,15 +318,16 @@ def fuzz(args):
             if not still_fails(run, s, config, None, failure_kind(why)):
                 print(f"{mpi}: seed {s} under {config_name(config)}: {why} "
                       f"(did not fail again: reported, not minimised)")
-                print(f"  replay: {replay_command(mpi, s, config)}")
+                print(f"  replay: {replay_command(mpi, s, config, threads=args.threads)}")
                 failed += 1
                 continue
             units = minimise(run, s, config, why) if args.minimise else None
             print(f"{mpi}: seed {s} under {config_name(config)}: {why}")
-            print(f"  replay: {replay_command(mpi, s, config, units)}")
+            print(f"  replay: {replay_command(mpi, s, config, units, args.threads)}")
             failed += 1
         total = sum(counts.values())
-        print(f"{mpi}: {len(seeds)} seeds, {total} shim runs in {len(counts)} configurations, "
+        at = f" ({args.threads} threads a rank)" if args.threads else ""
+        print(f"{mpi}{at}: {len(seeds)} seeds, {total} shim runs in {len(counts)} configurations, "
               f"{len(failures)} divergences, {len(bad_native)} native failures, "
               f"{time.time() - t0:.0f}s ({run.launches} launches)")
         if args.counts:
@@ -335,7 +340,7 @@ def replay(args):
     config = parse_config(args.config) if args.config else None
     mpi = args.mpi if args.mpi != "all" else "mpich"
     build(mpi)
-    run = Run(mpi, args.timeout_per_seed, True)
+    run = Run(mpi, args.timeout_per_seed, True, args.threads)
     seed = args.replay
     units = [int(u) for u in args.units.split(",")] if args.units else None
     extra = ["--units", args.units] if args.units else []
@@ -367,7 +372,7 @@ def replay(args):
 
 
 def regressions(args):
-    """Replays every line of ci/fuzz/regressions: MPI SEED CONFIG [UNITS]."""
+    """Replays every line of ci/fuzz/regressions: MPI SEED CONFIG [UNITS] [threads=T]."""
     path = os.path.join(ROOT, "ci", "fuzz", "regressions")
     mpis = ["mpich", "openmpi"] if args.mpi == "all" else [args.mpi]
     failed = total = 0
@@ -376,14 +381,17 @@ def regressions(args):
         line = line.split("#")[0].split()
         if not line:
             continue
+        threads = 0
+        if line[-1].startswith("threads="):
+            threads = int(line.pop()[len("threads="):])
         mpi, seed, config = line[0], int(line[1]), parse_config(line[2])
         units = [int(u) for u in line[3].split(",")] if len(line) > 3 else None
         if mpi not in mpis:
             continue
-        if mpi not in runs:
+        if (mpi, threads) not in runs:
             build(mpi)
-            runs[mpi] = Run(mpi, args.timeout_per_seed, False)
-        run = runs[mpi]
+            runs[mpi, threads] = Run(mpi, args.timeout_per_seed, False, threads)
+        run = runs[mpi, threads]
         native = run.seeds(None, [seed], units)[seed]
         shim = run.seeds(config, [seed], units)[seed]
         why = verdict(native, shim) or (None if native.startswith("ok") else "native: " + native)
@@ -391,7 +399,7 @@ def regressions(args):
         if why:
             failed += 1
             print(f"FAIL regression {mpi} seed {seed} {config_name(config)}: {why}")
-            print(f"  replay: {replay_command(mpi, seed, config, units)}")
+            print(f"  replay: {replay_command(mpi, seed, config, units, threads)}")
     print(f"regressions: {total - failed} of {total} pass")
     return 1 if failed else 0
 
@@ -412,6 +420,9 @@ def main():
     ap.add_argument("--no-minimise", dest="minimise", action="store_false")
     ap.add_argument("--counts", action="store_true", help="print seeds per configuration")
     ap.add_argument("--timeout-per-seed", type=float, default=5.0)
+    ap.add_argument("--threads", type=int, default=0, choices=range(0, 5), metavar="T",
+                    help="MPI_THREAD_MULTIPLE, T threads a rank running plans at once "
+                         "(1-4; default 0: MPI_Init, one thread)")
     ap.add_argument("--replay", type=int, metavar="SEED", help="run one seed with logs")
     ap.add_argument("--config", help="with --replay: the configuration (default: native only)")
     ap.add_argument("--units", help="with --replay: only these units (comma-separated)")

@@ -30,7 +30,8 @@
  *
  * --threads T (1 to 4): MPI_Init_thread with MPI_THREAD_MULTIPLE, and T threads of each rank
  * run plans at once, each its own (the first the seed's) on a duplicate of MPI_COMM_WORLD of its
- * own: the shim's paths at that thread level, with threads racing through them.  A seed's
+ * own: the shim's paths at that thread level, with threads racing through them.  In every
+ * other seed the threads' p2p messages share one communicator (shares_comm).  A seed's
  * digest combines the threads' in their order; --units applies to every thread's plan.
  *
  * Usage: fuzz [--seeds FIRST:COUNT[:STEP] | --seed S | --seed-file F] [--units LIST] [--log]
@@ -170,7 +171,8 @@ static void gen_coll(struct rng *g, struct coll *c, int n)
 }
 
 /* A p2p unit on a communicator of n ranks. */
-static void gen_p2p(struct rng *g, struct p2p *p, int n)
+/* any_tag: MPI_ANY_TAG receives may be drawn (not on a communicator other threads' plans use). */
+static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
 {
     memset(p, 0, sizeof *p);
     p->n = n;
@@ -190,6 +192,8 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n)
     int shape[8], ws[8], wild_share[8];
     for (int r = 0; r < n; r++) {
         shape[r] = chance(g, 50) ? 0 : 1 + pick(g, 3);
+        if (!any_tag && shape[r] >= 2)
+            shape[r] = shape[r] == 3 ? 1 : 0;
         ws[r] = shape[r] == 2 ? pick(g, n) : pick(g, ntags);
         wild_share[r] = 20 + pick(g, 80);
     }
@@ -476,7 +480,9 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n)
     }
 }
 
-static void gen_plan(u64 seed, int n, struct plan *pl)
+/* shared: the p2p units' traffic goes on a communicator the threads share (see run_lane),
+ * with tags of this thread's own from tag0 on. */
+static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
 {
     struct rng g = {seed * 0x2545f4914f6cdd1dull + 1};
     memset(pl, 0, sizeof *pl);
@@ -486,10 +492,10 @@ static void gen_plan(u64 seed, int n, struct plan *pl)
         int w = pick(&g, 100);
         u->kind = w < 60 ? U_P2P : w < 80 ? U_COLL : U_COMM;
         if (u->kind == U_P2P) {
-            gen_p2p(&g, &u->p, n);
+            gen_p2p(&g, &u->p, n, !shared);
             u->two = chance(&g, 30);
             if (u->two)
-                gen_p2p(&g, &u->p1, n);
+                gen_p2p(&g, &u->p1, n, 1);
         } else if (u->kind == U_COLL) {
             u->ncoll = 1 + pick(&g, 3);
             for (int j = 0; j < u->ncoll; j++)
@@ -503,12 +509,22 @@ static void gen_plan(u64 seed, int n, struct plan *pl)
                 size[u->color[r]]++;
             }
             /* each new communicator runs a p2p unit of its own size */
-            gen_p2p(&g, &u->p, size[0] ? size[0] : 1);
-            gen_p2p(&g, &u->p1, size[1] ? size[1] : 1);
+            gen_p2p(&g, &u->p, size[0] ? size[0] : 1, 1);
+            gen_p2p(&g, &u->p1, size[1] ? size[1] : 1, 1);
             u->pend_src = pick(&g, n);
             u->pend_dst = pick(&g, n);
             u->pend_any = chance(&g, 40);
         }
+    }
+    for (int i = 0; shared && i < pl->nu; i++) {
+        struct p2p *p = &pl->u[i].p;
+        if (pl->u[i].kind != U_P2P)
+            continue;
+        for (int j = 0; j < p->nm; j++)
+            p->m[j].tag += tag0;
+        for (int j = 0; j < p->nr; j++)
+            if (p->r[j].tag != MPI_ANY_TAG)
+                p->r[j].tag += tag0;
     }
 }
 
@@ -655,7 +671,9 @@ struct pool {
 
 struct run {
     const struct p2p *p;
-    MPI_Comm comm;
+    MPI_Comm comm; /* the messages' */
+    MPI_Comm sync; /* the barrier's and collectives': comm, or (comm shared by threads) a
+                    * communicator of the same group only this thread uses */
     int rank; /* in comm */
     int msg_id0;
     int *rbuf[MAXR], *sbuf[MAXM];
@@ -1241,12 +1259,13 @@ static void complete_request(struct run *x, MPI_Request req, int kind)
         }
 }
 
-static void run_setup(struct run *x, const struct p2p *p, MPI_Comm comm, int msg_id0,
-                      struct pool *pool, long *posts)
+static void run_setup(struct run *x, const struct p2p *p, MPI_Comm comm, MPI_Comm sync,
+                      int msg_id0, struct pool *pool, long *posts)
 {
     memset(x, 0, sizeof *x);
     x->p = p;
     x->comm = comm;
+    x->sync = sync;
     x->msg_id0 = msg_id0;
     x->pool = pool;
     x->posts = posts;
@@ -1274,7 +1293,7 @@ static void run_early(struct run *x)
         if (p->r[i].rank == x->rank && p->r[i].early)
             post_recv(x, i);
     for (int c = 0; c < p->nc; c++) {
-        int rc = coll_start(&p->c[c], x->comm, x->cbuf[c], &x->creq[c]);
+        int rc = coll_start(&p->c[c], x->sync, x->cbuf[c], &x->creq[c]);
         if (rc != MPI_SUCCESS)
             fail("I%s: error class %d", coll_names[p->c[c].kind], err_class(rc));
         pool_add(x, x->creq[c], P_COLL, c);
@@ -1295,10 +1314,10 @@ static void run_sends(struct run *x)
     }
     if (p->middle) {
         int *bufs[2];
-        int rc = coll_start(&p->mid, x->comm, bufs, NULL);
+        int rc = coll_start(&p->mid, x->sync, bufs, NULL);
         if (rc != MPI_SUCCESS)
             fail("%s: error class %d", coll_names[p->mid.kind], err_class(rc));
-        coll_check(&p->mid, x->comm, bufs, -1);
+        coll_check(&p->mid, x->sync, bufs, -1);
     }
 }
 
@@ -1319,7 +1338,7 @@ static void run_finish(struct run *x)
 {
     const struct p2p *p = x->p;
     for (int c = 0; c < p->nc; c++)
-        coll_check(&p->c[c], x->comm, x->cbuf[c], c);
+        coll_check(&p->c[c], x->sync, x->cbuf[c], c);
     for (int j = 0; j < p->nm; j++) {
         const struct msg *m = &p->m[j];
         if (m->dst == x->rank && x->nmsg_recv[j] != 1)
@@ -1379,22 +1398,23 @@ static void run_finish(struct run *x)
     MPI_Type_free(&x->vec);
 }
 
-/* Runs `k` p2p plans at once, plan i on comms[i]: each phase of every plan before the next
- * phase, late receives of the plans interleaved, one pool of requests completed together. */
-static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, int k, int msg_id0,
-                     u64 run_seed)
+/* Runs `k` p2p plans at once, plan i's messages on comms[i] and its barrier and collectives
+ * on syncs[i]: each phase of every plan before the next phase, late receives of the plans
+ * interleaved, one pool of requests completed together. */
+static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, const MPI_Comm *syncs,
+                     int k, int msg_id0, u64 run_seed)
 {
     struct run *x = calloc((size_t)k, sizeof *x);
     struct pool *pool = calloc(1, sizeof *pool);
     long posts = 0;
     pool->g.s = run_seed;
     for (int i = 0; i < k; i++)
-        run_setup(&x[i], plans[i], comms[i], msg_id0 + 100 * i, pool, &posts);
+        run_setup(&x[i], plans[i], comms[i], syncs[i], msg_id0 + 100 * i, pool, &posts);
     for (int i = 0; i < k; i++)
         run_early(&x[i]);
     for (int i = 0; i < k; i++)
         if (plans[i]->barrier)
-            MPI_Barrier(comms[i]);
+            MPI_Barrier(syncs[i]);
     for (int i = 0; i < k; i++)
         run_sends(&x[i]);
     /* 4: cancels, then late receives, the plans' turns interleaved */
@@ -1445,9 +1465,10 @@ static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, int k, int
     free(x);
 }
 
-static void run_p2p(const struct p2p *p, MPI_Comm comm, int msg_id0, u64 run_seed)
+static void run_p2p(const struct p2p *p, MPI_Comm comm, MPI_Comm sync, int msg_id0,
+                    u64 run_seed)
 {
-    run_p2ps(&p, &comm, 1, msg_id0, run_seed);
+    run_p2ps(&p, &comm, &sync, 1, msg_id0, run_seed);
 }
 
 /* ---- comm unit --------------------------------------------------------------------------- */
@@ -1471,7 +1492,7 @@ static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 run_s
         MPI_Comm_free(&sub);
         return;
     }
-    run_p2p(q, sub, msg_id0, run_seed);
+    run_p2p(q, sub, sub, msg_id0, run_seed);
     /* a receive pending while the communicator is freed: with two ranks only, since with
      * more, natively, MPICH hangs (ci/fuzz/known/mpich-comm-free-pending.c) and so does Open
      * MPI now and then (ci/fuzz/known/README.md) */
@@ -1519,13 +1540,22 @@ static int unit_selected(const char *units, int i)
 /* The plan lane `lane` of a seed runs: lane 0's is the seed's own. */
 static u64 lane_seed(u64 seed, int lane) { return seed + (u64)lane * 0x9e3779b97f4a7c15ull; }
 
-/* One lane's run of a seed: its plan's units on `base` (its own duplicate of
- * MPI_COMM_WORLD, freed here), leaving its digest and failure. */
+/* Whether a seed's threads share one communicator for their point-to-point units' messages,
+ * each with tags of its own and no MPI_ANY_TAG receive (every other seed with --threads 2 or
+ * more): takeovers and switches of one communicator with several threads inside MPI. */
+static int shares_comm(u64 seed) { return threads > 1 && (seed / 3) % 2 == 1; }
+
+/* The tags of lane `lane`'s messages on a shared communicator start here. */
+static int lane_tag0(int lane) { return lane * 32768; }
+
+/* One lane's run of a seed: its plan's units on `base` (its own duplicate of MPI_COMM_WORLD,
+ * freed here) and, where the lanes share one (`shared`), the point-to-point units' messages
+ * on that; leaves its digest and failure. */
 struct lane {
     u64 seed;
     int index;
     const char *units;
-    MPI_Comm base;
+    MPI_Comm base, shared;
     u64 digest;
     char failure[256];
 };
@@ -1535,7 +1565,8 @@ static void *run_lane(void *arg)
     struct lane *ln = arg;
     u64 seed = lane_seed(ln->seed, ln->index);
     struct plan *pl = malloc(sizeof *pl);
-    gen_plan(seed, world_size, pl);
+    int shared = ln->shared != MPI_COMM_NULL;
+    gen_plan(seed, world_size, pl, shared, lane_tag0(ln->index));
     if (threads > 1) {
         snprintf(who, sizeof who, "r%d.%d", me, ln->index);
         snprintf(lane_of, sizeof lane_of, "thread %d, ", ln->index);
@@ -1546,7 +1577,7 @@ static void *run_lane(void *arg)
     seed_now = ln->seed;
     digest = seed;
     failure[0] = 0;
-    MPI_Comm base = ln->base;
+    MPI_Comm base = ln->base, traffic = shared ? ln->shared : base;
     for (int i = 0; i < pl->nu; i++) {
         if (!unit_selected(ln->units, i))
             continue;
@@ -1558,17 +1589,18 @@ static void *run_lane(void *arg)
         switch (u->kind) {
         case U_P2P:
             if (u->two) {
-                MPI_Comm comms[2] = {base, MPI_COMM_NULL};
+                MPI_Comm comms[2] = {traffic, MPI_COMM_NULL};
                 const struct p2p *plans[2] = {&u->p, &u->p1};
                 int rc = MPI_Comm_dup(base, &comms[1]);
                 if (rc != MPI_SUCCESS) {
                     fail("Comm_dup: error class %d", err_class(rc));
                     break;
                 }
-                run_p2ps(plans, comms, 2, msg_id0, run_seed);
+                MPI_Comm syncs[2] = {base, comms[1]};
+                run_p2ps(plans, comms, syncs, 2, msg_id0, run_seed);
                 MPI_Comm_free(&comms[1]);
             } else {
-                run_p2p(&u->p, base, msg_id0, run_seed);
+                run_p2p(&u->p, traffic, base, msg_id0, run_seed);
             }
             break;
         case U_COLL:
@@ -1609,13 +1641,14 @@ static void run_seed(u64 seed, const char *units, int show_plan)
         struct plan *pl = malloc(sizeof *pl * MAXLANES);
         int most = 0;
         for (int t = 0; t < lanes; t++) {
-            gen_plan(lane_seed(seed, t), world_size, &pl[t]);
+            gen_plan(lane_seed(seed, t), world_size, &pl[t], shares_comm(seed), lane_tag0(t));
             most = pl[t].nu > most ? pl[t].nu : most;
         }
         /* the first line counts the units of the longest plan (--units numbers each lane's) */
         if (lanes > 1)
-            printf("plan %llu: %d units in the longest of %d threads' plans\n",
-                   (unsigned long long)seed, most, lanes);
+            printf("plan %llu: %d units in the longest of %d threads' plans%s\n",
+                   (unsigned long long)seed, most, lanes,
+                   shares_comm(seed) ? " (p2p messages on a communicator they share)" : "");
         for (int t = 0; t < lanes; t++) {
             if (lanes > 1)
                 printf("thread %d's ", t);
@@ -1624,8 +1657,11 @@ static void run_seed(u64 seed, const char *units, int show_plan)
         free(pl);
     }
     /* the lanes' communicators in one order on every rank, before any lane starts */
+    MPI_Comm shared = MPI_COMM_NULL;
+    if (shares_comm(seed))
+        MPI_Comm_dup(MPI_COMM_WORLD, &shared);
     for (int t = 0; t < lanes; t++) {
-        ln[t] = (struct lane){.seed = seed, .index = t, .units = units};
+        ln[t] = (struct lane){.seed = seed, .index = t, .units = units, .shared = shared};
         MPI_Comm_dup(MPI_COMM_WORLD, &ln[t].base);
     }
     if (lanes == 1) {
@@ -1641,6 +1677,8 @@ static void run_seed(u64 seed, const char *units, int show_plan)
         for (int t = 0; t < lanes; t++)
             pthread_join(id[t], NULL);
     }
+    if (shared != MPI_COMM_NULL)
+        MPI_Comm_free(&shared);
     char mine[256] = "";
     u64 d = 0;
     for (int t = 0; t < lanes; t++) {

@@ -20,7 +20,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TAKEOVERS = ["auto", "always", "flip:1", "flip:2", "flip:3", "flip:7"]
+# auto:D is auto with MATCHSHIM_TAKEOVER_DEPTH=D: at D=1 it takes over wherever MPI holds more
+# than two receives, so the plain path's switches to and from takeover run often.
+TAKEOVERS = ["auto", "always", "flip:1", "flip:2", "flip:3", "flip:7", "auto:1"]
 COLLS = ["shim", "native"]
 
 
@@ -107,8 +109,12 @@ class Run:
         cmd = list(launcher(self.mpi, n))
         if config is not None:
             engine, takeover, coll = config
+            depth = []
+            if takeover.startswith("auto:"):
+                takeover, d = takeover.split(":")
+                depth = [f"MATCHSHIM_TAKEOVER_DEPTH={d}"]
             cmd += ["env", f"LD_PRELOAD={shim_lib(self.mpi)}", f"MATCHSHIM_ENGINE={engine}",
-                    f"MATCHSHIM_TAKEOVER={takeover}", f"MATCHSHIM_COLL={coll}"]
+                    f"MATCHSHIM_TAKEOVER={takeover}", f"MATCHSHIM_COLL={coll}"] + depth
             if report:
                 cmd.append(f"MATCHSHIM_REPORT={report}")
         threads = ["--threads", str(self.threads)] if self.threads else []

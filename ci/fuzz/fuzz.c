@@ -170,8 +170,8 @@ static void gen_coll(struct rng *g, struct coll *c, int n)
     c->nonblocking = chance(g, 50);
 }
 
-/* A p2p unit on a communicator of n ranks. */
-/* any_tag: MPI_ANY_TAG receives may be drawn (not on a communicator other threads' plans use). */
+/* A p2p unit on a communicator of n ranks; with MPI_ANY_TAG receives only where any_tag (not
+ * on a communicator other threads' plans use). */
 static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
 {
     memset(p, 0, sizeof *p);
@@ -480,6 +480,16 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
     }
 }
 
+/* Moves a p2p unit's tags (MPI_ANY_TAG aside) up by tag0. */
+static void offset_tags(struct p2p *p, int tag0)
+{
+    for (int j = 0; j < p->nm; j++)
+        p->m[j].tag += tag0;
+    for (int j = 0; j < p->nr; j++)
+        if (p->r[j].tag != MPI_ANY_TAG)
+            p->r[j].tag += tag0;
+}
+
 /* shared: the p2p units' traffic goes on a communicator the threads share (see run_lane),
  * with tags of this thread's own from tag0 on. */
 static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
@@ -493,6 +503,8 @@ static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
         u->kind = w < 60 ? U_P2P : w < 80 ? U_COLL : U_COMM;
         if (u->kind == U_P2P) {
             gen_p2p(&g, &u->p, n, !shared);
+            if (shared)
+                offset_tags(&u->p, tag0);
             u->two = chance(&g, 30);
             if (u->two)
                 gen_p2p(&g, &u->p1, n, 1);
@@ -515,16 +527,6 @@ static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
             u->pend_dst = pick(&g, n);
             u->pend_any = chance(&g, 40);
         }
-    }
-    for (int i = 0; shared && i < pl->nu; i++) {
-        struct p2p *p = &pl->u[i].p;
-        if (pl->u[i].kind != U_P2P)
-            continue;
-        for (int j = 0; j < p->nm; j++)
-            p->m[j].tag += tag0;
-        for (int j = 0; j < p->nr; j++)
-            if (p->r[j].tag != MPI_ANY_TAG)
-                p->r[j].tag += tag0;
     }
 }
 
@@ -881,8 +883,8 @@ static int complete_some(struct pool *pl)
      * never wrote (ci/fuzz/known/openmpi-error-frees-active.c); Waitall returns at a failed
      * request and frees the active ones as well. A failing receive goes alone to those calls
      * there (Testall waits for all before it reports an error). At MPI_THREAD_MULTIPLE,
-     * Open MPI's second Waitall over a failing receive never returns
-     * (ci/fuzz/known/openmpi-mt-waitall-error.c): none goes to Waitall there. */
+     * Open MPI's Waitall over a request that failed before the call never returns
+     * (ci/fuzz/known/openmpi-mt-waitall-error.c): no failing receive goes to Waitall there. */
     int alone = !MPICH && call >= 3 && call != 6;
     int never = !MPICH && threads && call == 5;
     for (int i = 0; i < k; i++)

@@ -8,10 +8,11 @@
 # engine while matching goes back and forth between MPI and the shim (auto, flip:3); the
 # collective tests in both of those modes, each with the shim running every collective
 # (MATCHSHIM_COLL=shim), as it comes (auto) and with MATCHSHIM_COLL=native; the fuzzer's recorded
-# regressions and its seeds 0 to 399 on each MPI against native; mpi4py's suite on both MPIs
-# under auto and flip:3; the ld-preload tests and two applications across network-namespace
-# hosts (Open MPI over TCP); and a counting PMPI tool beside the shim in both orders. Installs
-# the Debian packages it needs first (ci/packages.sh).
+# regressions, its seeds 1 to 400 on each MPI against native, 100 more with two threads a rank
+# at MPI_THREAD_MULTIPLE and 100 on communicators making MPI-4 matching assertions; mpi4py's
+# suite on both MPIs under auto and flip:3; the ld-preload tests and two applications across
+# network-namespace hosts (Open MPI over TCP); and a counting PMPI tool beside the shim in both
+# orders. Installs the Debian packages it needs first (ci/packages.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/packages.sh"
@@ -48,5 +49,6 @@ step env MATCHSHIM_TAKEOVER=flip:3 ci/coll-tests.sh --mpi all --engines "col+pnp
 step ci/fuzz.sh --mpi all --regressions
 step ci/fuzz.sh --mpi all --seeds 400
 step ci/fuzz.sh --mpi all --seeds 100 --from 100000 --threads 2
+step ci/fuzz.sh --mpi all --seeds 100 --from 200000 --asserts
 step ci/mpi4py.sh --mpi all --engines "col+pnp" --takeover "auto flip:3"
 step ci/multihost.sh --mpi openmpi

@@ -9,6 +9,7 @@ and its digest equals the native run's. A failing seed is confirmed (run again, 
 minimised over its units, and printed with the command that replays it."""
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import json
@@ -23,7 +24,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # auto:D is auto with MATCHSHIM_TAKEOVER_DEPTH=D: at D=1 it takes over wherever MPI holds more
 # than two receives, so the plain path's switches to and from takeover run often.
 TAKEOVERS = ["auto", "always", "flip:1", "flip:2", "flip:3", "flip:7", "auto:1"]
-COLLS = ["shim", "native"]
+COLLS = ["auto", "shim", "native"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """How fuzz.c runs its seeds: T threads a rank (0: MPI_Init, one thread), and whether the
+    seed's communicators make MPI-4 matching assertions."""
+    threads: int = 0
+    asserts: bool = False
+
+    def args(self):
+        return (["--threads", str(self.threads)] if self.threads else []) + \
+            (["--asserts"] if self.asserts else [])
+
+    def options(self):
+        """As ci/fuzz.sh's options, for a replay command."""
+        return "".join(" " + a for a in self.args())
+
+    def describe(self):
+        said = ([f"{self.threads} threads a rank"] if self.threads else []) + \
+            (["asserting communicators"] if self.asserts else [])
+        return f" ({', '.join(said)})" if said else ""
+
+    @staticmethod
+    def from_tokens(tokens):
+        """From a regression line's trailing `threads=T` and `asserts` tokens (removed)."""
+        threads, asserts = 0, False
+        while tokens and (tokens[-1].startswith("threads=") or tokens[-1] == "asserts"):
+            token = tokens.pop()
+            if token == "asserts":
+                asserts = True
+            else:
+                threads = int(token[len("threads="):])
+        return Program(threads, asserts)
 
 
 def engines():
@@ -85,9 +119,11 @@ def config_name(config):
 
 
 def spread_configs():
-    """Each engine once, the takeover modes and collective modes turning with them."""
+    """Each engine once, the takeover modes and collective modes turning with them so that
+    col+pnp gets the defaults (auto/auto)."""
     es = engines()
-    return [(e, TAKEOVERS[i % len(TAKEOVERS)], COLLS[(i // 2) % 2]) for i, e in enumerate(es)]
+    return [(e, TAKEOVERS[(i + 1) % len(TAKEOVERS)], COLLS[(i // 2) % len(COLLS)])
+            for i, e in enumerate(es)]
 
 
 def all_configs():
@@ -97,9 +133,9 @@ def all_configs():
 class Run:
     """Runs seeds of one MPI; results are "ok DIGEST", "FAIL why", "hang" or "crash"."""
 
-    def __init__(self, mpi, timeout_per_seed, verbose, threads=0):
+    def __init__(self, mpi, timeout_per_seed, verbose, program=Program()):
         self.mpi = mpi
-        self.threads = threads
+        self.program = program
         self.timeout_per_seed = timeout_per_seed
         self.verbose = verbose
         self.launches = 0
@@ -117,8 +153,7 @@ class Run:
                     f"MATCHSHIM_TAKEOVER={takeover}", f"MATCHSHIM_COLL={coll}"] + depth
             if report:
                 cmd.append(f"MATCHSHIM_REPORT={report}")
-        threads = ["--threads", str(self.threads)] if self.threads else []
-        return cmd + [binary(self.mpi)] + threads + args
+        return cmd + [binary(self.mpi)] + self.program.args() + args
 
     def launch(self, config, n, args, timeout, report=None):
         """(stdout, timed out, exit status)."""
@@ -220,10 +255,9 @@ def verdict(native, shim):
     return shim
 
 
-def replay_command(mpi, seed, config, units=None, threads=0):
+def replay_command(mpi, seed, config, units=None, program=Program()):
     cmd = f"ci/fuzz.sh --mpi {mpi} --replay {seed} --config {config_name(config)}"
-    if threads:
-        cmd += f" --threads {threads}"
+    cmd += program.options()
     if units is not None:
         cmd += " --units " + ",".join(map(str, units))
     return cmd
@@ -272,12 +306,13 @@ def minimise(run, seed, config, why):
 
 
 def fuzz(args):
+    program = Program(args.threads, args.asserts)
     configs = [parse_config(c) for c in args.configs] if args.configs else None
     mpis = ["mpich", "openmpi"] if args.mpi == "all" else [args.mpi]
     failed = 0
     for mpi in mpis:
         build(mpi)
-        run = Run(mpi, args.timeout_per_seed, args.verbose, args.threads)
+        run = Run(mpi, args.timeout_per_seed, args.verbose, program)
         cfgs = configs or (all_configs() if args.all_configs else spread_configs())
         seeds = list(range(args.first, args.first + args.seeds))
         t0 = time.time()
@@ -302,7 +337,7 @@ def fuzz(args):
                 native[s] = again
         for s, r in sorted(bad_native.items()):
             print(f"{mpi}: seed {s} fails natively: {r}")
-            print(f"  replay: {replay_command(mpi, s, None, threads=args.threads)}")
+            print(f"  replay: {replay_command(mpi, s, None, program=program)}")
         failed += len(bad_native)
         counts, failures = {}, []
         for config, cseeds in plan.items():
@@ -324,16 +359,15 @@ def fuzz(args):
             if not still_fails(run, s, config, None, failure_kind(why)):
                 print(f"{mpi}: seed {s} under {config_name(config)}: {why} "
                       f"(did not fail again: reported, not minimised)")
-                print(f"  replay: {replay_command(mpi, s, config, threads=args.threads)}")
+                print(f"  replay: {replay_command(mpi, s, config, program=program)}")
                 failed += 1
                 continue
             units = minimise(run, s, config, why) if args.minimise else None
             print(f"{mpi}: seed {s} under {config_name(config)}: {why}")
-            print(f"  replay: {replay_command(mpi, s, config, units, args.threads)}")
+            print(f"  replay: {replay_command(mpi, s, config, units, program)}")
             failed += 1
         total = sum(counts.values())
-        at = f" ({args.threads} threads a rank)" if args.threads else ""
-        print(f"{mpi}{at}: {len(seeds)} seeds, {total} shim runs in {len(counts)} configurations, "
+        print(f"{mpi}{program.describe()}: {len(seeds)} seeds, {total} shim runs in {len(counts)} configurations, "
               f"{len(failures)} divergences, {len(bad_native)} native failures, "
               f"{time.time() - t0:.0f}s ({run.launches} launches)")
         if args.counts:
@@ -346,7 +380,7 @@ def replay(args):
     config = parse_config(args.config) if args.config else None
     mpi = args.mpi if args.mpi != "all" else "mpich"
     build(mpi)
-    run = Run(mpi, args.timeout_per_seed, True, args.threads)
+    run = Run(mpi, args.timeout_per_seed, True, Program(args.threads, args.asserts))
     seed = args.replay
     units = [int(u) for u in args.units.split(",")] if args.units else None
     extra = ["--units", args.units] if args.units else []
@@ -378,7 +412,7 @@ def replay(args):
 
 
 def regressions(args):
-    """Replays every line of ci/fuzz/regressions: MPI SEED CONFIG [UNITS] [threads=T]."""
+    """Replays every line of ci/fuzz/regressions: MPI SEED CONFIG [UNITS] [threads=T] [asserts]."""
     path = os.path.join(ROOT, "ci", "fuzz", "regressions")
     mpis = ["mpich", "openmpi"] if args.mpi == "all" else [args.mpi]
     failed = total = 0
@@ -387,17 +421,15 @@ def regressions(args):
         line = line.split("#")[0].split()
         if not line:
             continue
-        threads = 0
-        if line[-1].startswith("threads="):
-            threads = int(line.pop()[len("threads="):])
+        program = Program.from_tokens(line)
         mpi, seed, config = line[0], int(line[1]), parse_config(line[2])
         units = [int(u) for u in line[3].split(",")] if len(line) > 3 else None
         if mpi not in mpis:
             continue
-        if (mpi, threads) not in runs:
+        if (mpi, program) not in runs:
             build(mpi)
-            runs[mpi, threads] = Run(mpi, args.timeout_per_seed, False, threads)
-        run = runs[mpi, threads]
+            runs[mpi, program] = Run(mpi, args.timeout_per_seed, False, program)
+        run = runs[mpi, program]
         native = run.seeds(None, [seed], units)[seed]
         shim = run.seeds(config, [seed], units)[seed]
         why = verdict(native, shim) or (None if native.startswith("ok") else "native: " + native)
@@ -405,7 +437,7 @@ def regressions(args):
         if why:
             failed += 1
             print(f"FAIL regression {mpi} seed {seed} {config_name(config)}: {why}")
-            print(f"  replay: {replay_command(mpi, seed, config, units, threads)}")
+            print(f"  replay: {replay_command(mpi, seed, config, units, program)}")
     print(f"regressions: {total - failed} of {total} pass")
     return 1 if failed else 0
 
@@ -429,6 +461,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0, choices=range(0, 5), metavar="T",
                     help="MPI_THREAD_MULTIPLE, T threads a rank running plans at once "
                          "(1-4; default 0: MPI_Init, one thread)")
+    ap.add_argument("--asserts", action="store_true",
+                    help="the seeds' communicators make MPI-4 matching assertions, which their "
+                         "traffic keeps")
     ap.add_argument("--replay", type=int, metavar="SEED", help="run one seed with logs")
     ap.add_argument("--config", help="with --replay: the configuration (default: native only)")
     ap.add_argument("--units", help="with --replay: only these units (comma-separated)")

@@ -34,8 +34,13 @@
  * other seed the threads' p2p messages share one communicator (shares_comm).  A seed's
  * digest combines the threads' in their order; --units applies to every thread's plan.
  *
+ * --asserts: each thread's communicators are duplicates of MPI_COMM_WORLD made with MPI-4
+ * matching assertions in their info (seed_assertions), which every unit's traffic keeps: no
+ * MPI_ANY_SOURCE, no MPI_ANY_TAG, or neither and overtaking allowed, where each message of a
+ * unit has a tag of its own so that its match does not depend on order.
+ *
  * Usage: fuzz [--seeds FIRST:COUNT[:STEP] | --seed S | --seed-file F] [--units LIST] [--log]
- *             [--log-digest] [--plan] [--progress] [--threads T]
+ *             [--log-digest] [--plan] [--progress] [--threads T] [--asserts]
  * Prints one line per seed from rank 0: "seed S ok DIGEST" or "seed S FAIL rank R: why". */
 #include <mpi.h>
 #include <pthread.h>
@@ -95,6 +100,11 @@ static const char *recv_names[] = {"Irecv",  "Persist", "Recv",    "Probe",
 static int nonblocking_kind(int k) { return k == IRECV || k == PERSIST; }
 
 enum cancel { KEEP, CANCEL_RACE, CANCEL_IDLE };
+
+/* MPI-4 matching assertions a communicator's traffic keeps (--asserts). */
+enum { NO_ANY_SOURCE = 1, NO_ANY_TAG = 2, ALLOW_OVERTAKING = 4 };
+static const char *assertion_keys[] = {"mpi_assert_no_any_source", "mpi_assert_no_any_tag",
+                                       "mpi_assert_allow_overtaking"};
 
 #define MAXM 24        /* messages per unit */
 #define MAXR 32        /* receives per unit */
@@ -170,9 +180,9 @@ static void gen_coll(struct rng *g, struct coll *c, int n)
     c->nonblocking = chance(g, 50);
 }
 
-/* A p2p unit on a communicator of n ranks; with MPI_ANY_TAG receives only where any_tag (not
- * on a communicator other threads' plans use). */
-static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
+/* A p2p unit on a communicator of n ranks whose traffic keeps the assertions `keeps` (a
+ * communicator other threads' plans use gets NO_ANY_TAG). */
+static void gen_p2p(struct rng *g, struct p2p *p, int n, int keeps)
 {
     memset(p, 0, sizeof *p);
     p->n = n;
@@ -192,8 +202,10 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
     int shape[8], ws[8], wild_share[8];
     for (int r = 0; r < n; r++) {
         shape[r] = chance(g, 50) ? 0 : 1 + pick(g, 3);
-        if (!any_tag && shape[r] >= 2)
+        if ((keeps & NO_ANY_TAG) && shape[r] >= 2)
             shape[r] = shape[r] == 3 ? 1 : 0;
+        if ((keeps & NO_ANY_SOURCE) && shape[r] % 2 == 1)
+            shape[r] = shape[r] == 3 ? 2 : 0;
         ws[r] = shape[r] == 2 ? pick(g, n) : pick(g, ntags);
         wild_share[r] = 20 + pick(g, 80);
     }
@@ -214,6 +226,10 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
             m->tag = 100 + special++;
         m->seq = seq[m->src][m->dst]++;
         m->mode = pick(g, SEND_MODES);
+        /* Overtaking allowed: a tag of its own, so that one receive matches it whatever the
+         * order MPI matches in (no wildcards come with it). */
+        if ((keeps & ALLOW_OVERTAKING) && m->count > 0)
+            m->tag = 200 + i;
     }
     /* Receives: one per message, in a class order that is safe (see the top). */
     int nr = 0;
@@ -388,7 +404,8 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int any_tag)
         struct recv *v = &p->r[nr++];
         memset(v, 0, sizeof *v);
         v->rank = pick(g, n);
-        v->src = chance(g, 30) ? MPI_ANY_SOURCE : pick(g, n);
+        int any_source = chance(g, 30) && !(keeps & NO_ANY_SOURCE);
+        v->src = any_source ? MPI_ANY_SOURCE : pick(g, n);
         v->tag = IDLE_TAG + i;
         v->cap = 4;
         v->kind = IRECV;
@@ -491,8 +508,8 @@ static void offset_tags(struct p2p *p, int tag0)
 }
 
 /* shared: the p2p units' traffic goes on a communicator the threads share (see run_lane),
- * with tags of this thread's own from tag0 on. */
-static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
+ * with tags of this thread's own from tag0 on; every unit's traffic keeps `asserts`. */
+static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0, int asserts)
 {
     struct rng g = {seed * 0x2545f4914f6cdd1dull + 1};
     memset(pl, 0, sizeof *pl);
@@ -502,12 +519,12 @@ static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
         int w = pick(&g, 100);
         u->kind = w < 60 ? U_P2P : w < 80 ? U_COLL : U_COMM;
         if (u->kind == U_P2P) {
-            gen_p2p(&g, &u->p, n, !shared);
+            gen_p2p(&g, &u->p, n, asserts | (shared ? NO_ANY_TAG : 0));
             if (shared)
                 offset_tags(&u->p, tag0);
             u->two = chance(&g, 30);
             if (u->two)
-                gen_p2p(&g, &u->p1, n, 1);
+                gen_p2p(&g, &u->p1, n, asserts);
         } else if (u->kind == U_COLL) {
             u->ncoll = 1 + pick(&g, 3);
             for (int j = 0; j < u->ncoll; j++)
@@ -521,11 +538,11 @@ static void gen_plan(u64 seed, int n, struct plan *pl, int shared, int tag0)
                 size[u->color[r]]++;
             }
             /* each new communicator runs a p2p unit of its own size */
-            gen_p2p(&g, &u->p, size[0] ? size[0] : 1, 1);
-            gen_p2p(&g, &u->p1, size[1] ? size[1] : 1, 1);
+            gen_p2p(&g, &u->p, size[0] ? size[0] : 1, asserts);
+            gen_p2p(&g, &u->p1, size[1] ? size[1] : 1, asserts);
             u->pend_src = pick(&g, n);
             u->pend_dst = pick(&g, n);
-            u->pend_any = chance(&g, 40);
+            u->pend_any = chance(&g, 40) && !(asserts & NO_ANY_SOURCE);
         }
     }
 }
@@ -582,6 +599,7 @@ static int world_size;
 static int logging;
 static int me;
 static int threads; /* 0: MPI_Init; T >= 1: MPI_THREAD_MULTIPLE, T threads ("lanes") */
+static int asserting; /* --asserts */
 
 /* Each lane's own: the state of the plan it runs. */
 static _Thread_local u64 digest;
@@ -590,6 +608,7 @@ static _Thread_local u64 seed_now;
 static _Thread_local int unit_now;
 static _Thread_local char who[16];  /* in logs: "r0", or "r0.1" for lane 1 of rank 0 */
 static _Thread_local char lane_of[16]; /* in failures: "", or "thread 1, " */
+static _Thread_local int lane_asserts; /* what its communicators assert (seed_assertions) */
 
 static void mix(u64 v)
 {
@@ -1150,6 +1169,18 @@ static void late_recv(struct run *x, int i)
 
 static int cval(int rank, int i) { return rank * 1000 + i * 7 + 3; }
 
+/* Open MPI 4.1.4's MPI_Barrier never returns on a communicator asserting
+ * mpi_assert_no_any_source at 4 to 6 ranks (ci/fuzz/known/openmpi-no-any-source-barrier.c):
+ * there the lane's barriers are MPI_Ibarrier and a wait. */
+static int barrier(MPI_Comm comm)
+{
+    if (MPICH || !(lane_asserts & NO_ANY_SOURCE))
+        return MPI_Barrier(comm);
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm, &req);
+    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+}
+
 /* Starts (or runs) collective c on comm; bufs hold its send and receive buffers. */
 static int coll_start(const struct coll *cl, MPI_Comm comm, int **bufs, MPI_Request *req)
 {
@@ -1165,7 +1196,7 @@ static int coll_start(const struct coll *cl, MPI_Comm comm, int **bufs, MPI_Requ
     int *s = bufs[0], *d = bufs[1];
     int nb = req != NULL;
     switch (cl->kind) {
-    case BARRIER: return nb ? MPI_Ibarrier(comm, req) : MPI_Barrier(comm);
+    case BARRIER: return nb ? MPI_Ibarrier(comm, req) : barrier(comm);
     case BCAST:
         if (r == root)
             memcpy(d, s, sizeof(int) * (size_t)cnt);
@@ -1416,7 +1447,7 @@ static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, const MPI_
         run_early(&x[i]);
     for (int i = 0; i < k; i++)
         if (plans[i]->barrier)
-            MPI_Barrier(syncs[i]);
+            barrier(syncs[i]);
     for (int i = 0; i < k; i++)
         run_sends(&x[i]);
     /* 4: cancels, then late receives, the plans' turns interleaved */
@@ -1503,7 +1534,7 @@ static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 run_s
         return;
     }
     /* every receive of the unit is done first: a wildcard one could take the message */
-    MPI_Barrier(sub);
+    barrier(sub);
     int s = u->pend_src % k, d = u->pend_dst % k;
     int data[4] = {msg_id0 + 900, 1, 2, 3}, in[4] = {0};
     MPI_Request rreq = MPI_REQUEST_NULL, sreq = MPI_REQUEST_NULL;
@@ -1550,6 +1581,35 @@ static int shares_comm(u64 seed) { return threads > 1 && (seed / 3) % 2 == 1; }
 /* The tags of lane `lane`'s messages on a shared communicator start here. */
 static int lane_tag0(int lane) { return lane * 32768; }
 
+/* The assertions a seed's communicators make with --asserts: no MPI_ANY_SOURCE, no
+ * MPI_ANY_TAG, neither, or neither and overtaking allowed (where MPI may match out of order);
+ * each set in turn for six seeds, so that it meets every rank count with and without
+ * shares_comm. */
+static int seed_assertions(u64 seed)
+{
+    static const int sets[] = {NO_ANY_SOURCE, NO_ANY_TAG, NO_ANY_SOURCE | NO_ANY_TAG,
+                               NO_ANY_SOURCE | NO_ANY_TAG | ALLOW_OVERTAKING};
+    return asserting ? sets[(seed / 6) % 4] : 0;
+}
+
+/* A duplicate of MPI_COMM_WORLD whose info makes the assertions `asserts`. */
+static MPI_Comm dup_world(int asserts)
+{
+    MPI_Comm comm;
+    if (!asserts) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        return comm;
+    }
+    MPI_Info info;
+    MPI_Info_create(&info);
+    for (int k = 0; k < 3; k++)
+        if (asserts & 1 << k)
+            MPI_Info_set(info, assertion_keys[k], "true");
+    MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &comm);
+    MPI_Info_free(&info);
+    return comm;
+}
+
 /* One lane's run of a seed: its plan's units on `base` (its own duplicate of MPI_COMM_WORLD,
  * freed here) and, where the lanes share one (`shared`), the point-to-point units' messages
  * on that; leaves its digest and failure. */
@@ -1568,7 +1628,7 @@ static void *run_lane(void *arg)
     u64 seed = lane_seed(ln->seed, ln->index);
     struct plan *pl = malloc(sizeof *pl);
     int shared = ln->shared != MPI_COMM_NULL;
-    gen_plan(seed, world_size, pl, shared, lane_tag0(ln->index));
+    gen_plan(seed, world_size, pl, shared, lane_tag0(ln->index), seed_assertions(ln->seed));
     if (threads > 1) {
         snprintf(who, sizeof who, "r%d.%d", me, ln->index);
         snprintf(lane_of, sizeof lane_of, "thread %d, ", ln->index);
@@ -1577,6 +1637,7 @@ static void *run_lane(void *arg)
         lane_of[0] = 0;
     }
     seed_now = ln->seed;
+    lane_asserts = seed_assertions(ln->seed);
     digest = seed;
     failure[0] = 0;
     MPI_Comm base = ln->base, traffic = shared ? ln->shared : base;
@@ -1643,7 +1704,8 @@ static void run_seed(u64 seed, const char *units, int show_plan)
         struct plan *pl = malloc(sizeof *pl * MAXLANES);
         int most = 0;
         for (int t = 0; t < lanes; t++) {
-            gen_plan(lane_seed(seed, t), world_size, &pl[t], shares_comm(seed), lane_tag0(t));
+            gen_plan(lane_seed(seed, t), world_size, &pl[t], shares_comm(seed), lane_tag0(t),
+                     seed_assertions(seed));
             most = pl[t].nu > most ? pl[t].nu : most;
         }
         /* the first line counts the units of the longest plan (--units numbers each lane's) */
@@ -1651,6 +1713,13 @@ static void run_seed(u64 seed, const char *units, int show_plan)
             printf("plan %llu: %d units in the longest of %d threads' plans%s\n",
                    (unsigned long long)seed, most, lanes,
                    shares_comm(seed) ? " (p2p messages on a communicator they share)" : "");
+        if (seed_assertions(seed)) {
+            printf("communicators asserting");
+            for (int k = 0; k < 3; k++)
+                if (seed_assertions(seed) & 1 << k)
+                    printf(" %s", assertion_keys[k]);
+            printf("\n");
+        }
         for (int t = 0; t < lanes; t++) {
             if (lanes > 1)
                 printf("thread %d's ", t);
@@ -1661,10 +1730,10 @@ static void run_seed(u64 seed, const char *units, int show_plan)
     /* the lanes' communicators in one order on every rank, before any lane starts */
     MPI_Comm shared = MPI_COMM_NULL;
     if (shares_comm(seed))
-        MPI_Comm_dup(MPI_COMM_WORLD, &shared);
+        shared = dup_world(seed_assertions(seed));
     for (int t = 0; t < lanes; t++) {
         ln[t] = (struct lane){.seed = seed, .index = t, .units = units, .shared = shared};
-        MPI_Comm_dup(MPI_COMM_WORLD, &ln[t].base);
+        ln[t].base = dup_world(seed_assertions(seed));
     }
     if (lanes == 1) {
         run_lane(&ln[0]);
@@ -1746,6 +1815,8 @@ int main(int argc, char **argv)
             units = argv[++i];
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--asserts")) {
+            asserting = 1;
         } else if (!strcmp(argv[i], "--log")) {
             logging = 1;
         } else if (!strcmp(argv[i], "--log-digest")) {

@@ -13,7 +13,9 @@
 # (MATCHSHIM_REPORT) holds every rank with that engine, so no program passes by bypassing the
 # shim; under `always` (with MATCHSHIM_COLL=shim unless the caller sets it), the engines must
 # also have matched messages, and a program whose
-# header says `bursts: N` must show a burst of at least N messages drained at once.  A program marked
+# header says `bursts: N` must show a burst of at least N messages drained at once, and one whose
+# header says `no-wildcard-comms: N` must have every rank's report list at least N communicators
+# asserting both mpi_assert_no_any_source and mpi_assert_no_any_tag.  A program marked
 # `native-known-fail: mpich` checks something that native MPICH gets wrong: natively it is
 # only reported, under the shim it must pass on its own.  Each run is killed after
 # $LD_PRELOAD_TESTS_TIMEOUT seconds (default 20).
@@ -133,6 +135,20 @@ burst_seen() {
     local most
     most=$(grep -o '"largest":[0-9]*' "$1" | cut -d: -f2 | sort -n | tail -n 1) || true
     [ "${most:-0}" -ge "$2" ]
+}
+
+# The communicators asserting no wildcards that program $1's header asks every rank's report
+# to list under `always` (empty if none).
+no_wildcard_comms_of() { sed -n 's/.*no-wildcard-comms: *\([0-9]*\).*/\1/p' "$(source_of "$1")" | head -n 1; }
+
+# True if every rank's line of report $1 lists at least $2 communicators asserting both
+# mpi_assert_no_any_source and mpi_assert_no_any_tag.
+no_wildcard_comms_seen() {
+    local line count
+    while IFS= read -r line; do
+        count=$(grep -o '"assertions":\["mpi_assert_no_any_source","mpi_assert_no_any_tag"' <<<"$line" | wc -l)
+        [ "$count" -ge "$2" ] || return 1
+    done <"$1"
 }
 
 known_native_fail() {
@@ -274,6 +290,11 @@ for mpi in $mpis; do
                 if [ -z "$why" ] && [ "$mode" = always ] && [ -n "$want_burst" ] &&
                     ! burst_seen "$report" "$want_burst"; then
                     why="no burst of $want_burst messages in the shim's report"
+                fi
+                want_asserting=$(no_wildcard_comms_of "$prog")
+                if [ -z "$why" ] && [ "$mode" = always ] && [ -n "$want_asserting" ] &&
+                    ! no_wildcard_comms_seen "$report" "$want_asserting"; then
+                    why="a rank's report lists fewer than $want_asserting communicators asserting no wildcards"
                 fi
                 if [ -z "$why" ]; then
                     record PASS "$line"

@@ -926,10 +926,18 @@ pub fn comm_assertions(comm: MPI_Comm) -> crate::matching::Assertions {
 
 /// The MPI-4 assertions the info object `info` makes (none for `MPI_INFO_NULL`).
 pub fn info_assertions(info: MPI_Info) -> crate::matching::Assertions {
+    assertions_after(Default::default(), info)
+}
+
+/// `before`, with the assertion keys `info` sets taking the values it gives them.
+pub fn assertions_after(
+    before: crate::matching::Assertions,
+    info: MPI_Info,
+) -> crate::matching::Assertions {
     if info.key() == abi().info_null.key() {
-        return Default::default();
+        return before;
     }
-    crate::matching::Assertions::from_info(|key| {
+    before.updated(|key| {
         let key = std::ffi::CString::new(key).ok()?;
         let mut value = [0 as c_char; 16];
         let mut flag = 0;

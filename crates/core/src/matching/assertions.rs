@@ -20,11 +20,19 @@ impl Assertions {
 
     /// Reads the assertions through `value`, which gives the info value set for a key.
     pub fn from_info(value: impl Fn(&str) -> Option<String>) -> Assertions {
-        let set = |key: &str| value(key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        Assertions::default().updated(value)
+    }
+
+    /// The assertions once `MPI_Comm_set_info` gave the keys `value` has: each of those takes
+    /// its new value, the others keep theirs (MPI-4 leaves the hints a call does not name).
+    pub fn updated(self, value: impl Fn(&str) -> Option<String>) -> Assertions {
+        let set = |key: &str, now: bool| {
+            value(key).map_or(now, |v| v.trim().eq_ignore_ascii_case("true"))
+        };
         Assertions {
-            no_any_source: set(Self::KEYS[0]),
-            no_any_tag: set(Self::KEYS[1]),
-            allow_overtaking: set(Self::KEYS[2]),
+            no_any_source: set(Self::KEYS[0], self.no_any_source),
+            no_any_tag: set(Self::KEYS[1], self.no_any_tag),
+            allow_overtaking: set(Self::KEYS[2], self.allow_overtaking),
         }
     }
 
@@ -70,5 +78,22 @@ mod tests {
             ["mpi_assert_no_any_source", "mpi_assert_allow_overtaking"]
         );
         assert_eq!(Assertions::from_info(|_| None), Assertions::default());
+    }
+
+    #[test]
+    fn an_update_changes_only_the_keys_it_names() {
+        let before = Assertions {
+            no_any_source: true,
+            no_any_tag: false,
+            allow_overtaking: true,
+        };
+        let after = before.updated(|key| match key {
+            "mpi_assert_no_any_tag" => Some("true".to_string()),
+            "mpi_assert_allow_overtaking" => Some("false".to_string()),
+            _ => None,
+        });
+        assert!(after.no_any_source, "kept: the update does not name it");
+        assert!(after.no_any_tag && !after.allow_overtaking);
+        assert_eq!(before.updated(|_| None), before);
     }
 }

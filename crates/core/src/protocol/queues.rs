@@ -463,6 +463,11 @@ impl<M, W> Queues<M, W> {
         self.signals.reset();
     }
 
+    /// The assertions the engine follows, or follows once rebuilt.
+    pub fn assertions(&self) -> Assertions {
+        self.params.assertions
+    }
+
     /// The communicator's info makes `assertions` now: the engine is built for them as soon
     /// as it holds nothing.
     pub fn assert(&mut self, assertions: Assertions) {

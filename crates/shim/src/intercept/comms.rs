@@ -51,7 +51,7 @@ pub unsafe fn set_info(rt: &'static Runtime, comm: MPI_Comm, info: MPI_Info) -> 
     // SAFETY: the caller's arguments.
     let code = unsafe { next::MPI_Comm_set_info(comm, info) };
     if code == abi().success {
-        rt.info_changed(comm);
+        rt.info_changed(comm, info);
     }
     // Receives taken back wait in the engine built before the assertions until it is empty.
     rt.step_back();

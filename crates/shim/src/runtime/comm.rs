@@ -970,6 +970,11 @@ impl Comm {
         self.locked.lock().queues.assert(assertions);
     }
 
+    /// The MPI-4 assertions its engine follows.
+    pub fn assertions(&self) -> Assertions {
+        self.locked.lock().queues.assertions()
+    }
+
     /// Its info makes an MPI-4 matching assertion.
     pub fn asserts(&self) -> bool {
         self.asserts.load(Ordering::Acquire)

@@ -455,10 +455,13 @@ impl Runtime {
         }
     }
 
-    /// The user set `handle`'s info: its engine follows the assertions it makes now.
-    pub fn info_changed(&self, handle: MPI_Comm) {
-        if let Some(comm) = self.comms.known(handle) {
-            comm.assert(mpi::comm_assertions(handle));
+    /// The user set `handle`'s info to `info`: its engine follows the assertions the
+    /// communicator makes now, those `info` names as it gives them (Open MPI 4.1.4's
+    /// `MPI_Comm_get_info` leaves out an `mpi_assert_no_any_tag` set so) and the others as
+    /// they were.
+    pub fn info_changed(&self, handle: MPI_Comm, info: MPI_Info) {
+        if let Ok(comm) = self.comm(handle) {
+            comm.assert(mpi::assertions_after(comm.assertions(), info));
         }
     }
 

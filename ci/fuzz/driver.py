@@ -166,6 +166,7 @@ class Run:
         with tempfile.TemporaryFile("w+", errors="replace") as log:
             p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
+            LIVE_SESSIONS.add(p.pid)
             try:
                 p.wait(timeout=timeout)
                 hung = False
@@ -173,6 +174,8 @@ class Run:
                 hung = True
                 kill_session(p.pid)
                 p.wait()
+            finally:
+                LIVE_SESSIONS.discard(p.pid)
             log.seek(0)
             out = log.read()
         self.launch_seconds += time.time() - t0
@@ -229,17 +232,33 @@ class Run:
         return ranks == set(range(n)) and all(r.get("engine") == engine for r in reps)
 
 
+# Launches run in their own sessions so that a hang can be killed whole; the same must happen
+# when the driver itself is stopped, or their ranks keep spinning.
+LIVE_SESSIONS = set()
+
+
+def stop(signum, _frame):
+    for sid in list(LIVE_SESSIONS):
+        kill_session(sid)
+    sys.exit(128 + signum)
+
+
 def kill_session(sid):
-    """Kills the launcher started in session `sid` and every process of that session (the
-    ranks it started), by their ids."""
-    ps = subprocess.run(["ps", "-e", "-o", "pid=,sid="], stdout=subprocess.PIPE, text=True)
-    for line in ps.stdout.splitlines():
-        pid, psid = map(int, line.split())
-        if psid == sid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    """Kills the launcher started in session `sid`, every process of that session and their
+    descendants (MPICH's proxy makes a session of its own)."""
+    ps = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,sid="], stdout=subprocess.PIPE, text=True)
+    procs = [tuple(map(int, line.split())) for line in ps.stdout.splitlines()]
+    doomed = {pid for pid, _, psid in procs if psid == sid}
+    grown = True
+    while grown:
+        more = {pid for pid, ppid, _ in procs if ppid in doomed} - doomed
+        doomed |= more
+        grown = bool(more)
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def tail(out):
@@ -474,6 +493,8 @@ def main():
                     help="replay the seeds in ci/fuzz/regressions")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
     if args.replay is not None:
         return replay(args)
     status = 0

@@ -2,7 +2,9 @@
 /* Handles freed while operations using them are pending: MPI keeps them until the operations
  * complete.  A receive with a derived datatype freed before its message arrives, a persistent
  * receive whose datatype is freed after MPI_Recv_init, and receives (specific and wildcard
- * source) waiting on a communicator that rank 1 frees before their messages are sent. */
+ * source) waiting on a communicator that rank 1 frees before their messages are sent, one of
+ * them completed while the program waits for another receive (MPI then frees the
+ * communicator inside that wait). */
 #include "common.h"
 
 #define N 16
@@ -148,6 +150,38 @@ static void t_comm_freed_with_unexpected_message(void)
     report("comm_freed_with_unexpected_message");
 }
 
+/* Rank 1's receive on a freed duplicate completes while it waits for a later message on
+ * MPI_COMM_WORLD: the communicator goes (its delete callbacks run) inside that wait. */
+static void t_comm_freed_inside_another_wait(void)
+{
+    MPI_Comm c;
+    int out[N], in[N], later_out[N], later_in[N];
+    MPI_Request r, later;
+    MPI_Status st, later_st;
+    CHK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+    if (t_rank == 1) {
+        CHK(MPI_Irecv(in, N, MPI_INT, 0, 11, c, &r));
+        CHK(MPI_Comm_free(&c));
+        CHK(MPI_Irecv(later_in, N, MPI_INT, 0, 12, MPI_COMM_WORLD, &later));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (t_rank == 0) {
+        fill(out, N, 0, 11, 0);
+        fill(later_out, N, 0, 12, 1);
+        CHK(MPI_Send(out, N, MPI_INT, 1, 11, c));
+        CHK(MPI_Send(later_out, N, MPI_INT, 1, 12, MPI_COMM_WORLD));
+    }
+    if (t_rank != 1)
+        CHK(MPI_Comm_free(&c));
+    if (t_rank == 1) {
+        CHK(MPI_Wait(&later, &later_st));
+        EXPECT_MSG(later_in, N, 0, 12, 1, later_st);
+        CHK(MPI_Wait(&r, &st));
+        EXPECT_MSG(in, N, 0, 11, 0, st);
+    }
+    report("comm_freed_inside_another_wait");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -155,5 +189,6 @@ int main(int argc, char **argv)
     t_type_freed_after_recv_init();
     t_comm_freed_while_receiving();
     t_comm_freed_with_unexpected_message();
+    t_comm_freed_inside_another_wait();
     return t_finish();
 }

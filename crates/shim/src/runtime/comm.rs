@@ -957,10 +957,16 @@ impl Comm {
         self.freed.store(true, Ordering::Release);
     }
 
-    /// Gives back what a freed communicator's engine and queues hold (the communicator itself
-    /// stays for the run, for the receives MPI still completes for it).
-    pub fn clear(&self) {
-        self.locked.lock().queues.clear();
+    /// MPI freed the communicator: what the report keeps of it, and what its engine and
+    /// queues hold given back (the communicator itself stays for the run, for the receives MPI
+    /// still completes for it). `None`, with nothing given back, while its lock is held: MPI
+    /// frees a communicator inside the call that completes its last request, which the shim's
+    /// progress may make under that lock, on this thread.
+    pub fn try_retire(&self) -> Option<Tally> {
+        let mut locked = self.locked.try_lock()?;
+        let tally = locked.tally();
+        locked.queues.clear();
+        Some(tally)
     }
 
     /// The communicator's info makes `assertions` now: its engine follows them.
@@ -986,9 +992,32 @@ impl Comm {
         self.locked.lock().queues.stats()
     }
 
-    /// The bursts drained into the engine so far.
-    pub fn bursts(&self) -> Bursts {
-        self.locked.lock().queues.bursts()
+    /// What the report keeps of it.
+    pub fn tally(&self) -> Tally {
+        self.locked.lock().tally()
+    }
+}
+
+/// What the report keeps of a communicator's engine.
+pub struct Tally {
+    pub stats: EngineStats,
+    pub match_ticks: [u64; 2],
+    /// (posted, unexpected) queued in the engine.
+    pub left: (usize, usize),
+    pub assertions: Assertions,
+    pub bursts: Bursts,
+}
+
+impl Locked {
+    fn tally(&self) -> Tally {
+        let (stats, match_ticks, left, assertions) = self.queues.stats();
+        Tally {
+            stats,
+            match_ticks,
+            left,
+            assertions,
+            bursts: self.queues.bursts(),
+        }
     }
 }
 

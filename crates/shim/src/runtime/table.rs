@@ -1,6 +1,6 @@
 //! The communicators the shim knows, by MPI handle, and the counters of those already freed.
 
-use super::comm::{Comm, Process};
+use super::comm::{Comm, Process, Tally};
 use super::thread::{self, Recent, Serial};
 use crate::matching::{Assertions, EngineStats};
 use crate::mpi::{self, abi, HandleKey, MPI_Comm};
@@ -23,15 +23,21 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, comm: &Comm, now_ns: u64) {
-        let (stats, match_ticks, (posted, unexpected), assertions) = comm.stats();
-        self.stats.merge(&stats);
+    fn add(&mut self, comm: &Comm, tally: &Tally, now_ns: u64) {
+        let Tally {
+            stats,
+            match_ticks,
+            left: (posted, unexpected),
+            assertions,
+            bursts,
+        } = tally;
+        self.stats.merge(stats);
         self.match_ticks[0] += match_ticks[0];
         self.match_ticks[1] += match_ticks[1];
         self.communicators += 1;
-        self.bursts.add(&comm.bursts());
-        self.posted_left += posted as u64;
-        self.unexpected_left += unexpected as u64;
+        self.bursts.add(bursts);
+        self.posted_left += *posted as u64;
+        self.unexpected_left += *unexpected as u64;
         let [delegated_time_ns, takeover_time_ns, held_time_ns] = comm.takeover.time_in(now_ns);
         let report = CommReport {
             id: comm.id,
@@ -63,6 +69,9 @@ pub struct CommTable {
     next_id: AtomicU64,
     /// Counters of communicators already freed.
     retired: Mutex<Totals>,
+    /// Communicators freed while their lock was held ([`Comm::try_retire`]), with when: their
+    /// counters are read for the report.
+    retiring: Mutex<Vec<(&'static Comm, u64)>>,
     /// Attribute key whose delete callback says a communicator is gone.
     keyval: c_int,
     /// `process.multiple`, read on every lookup.
@@ -82,6 +91,7 @@ impl CommTable {
             deferred: Mutex::new(FxHashSet::default()),
             next_id: AtomicU64::new(0),
             retired: Mutex::new(Totals::default()),
+            retiring: Mutex::new(Vec::new()),
             keyval: mpi::comm_keyval(on_free),
             multiple: process.multiple,
             process,
@@ -215,7 +225,7 @@ impl CommTable {
     }
 
     /// MPI freed `handle`: the communicator leaves the table (its counters stay), and its
-    /// engine and queues are given back.
+    /// engine and queues are given back unless its lock is held ([`Comm::try_retire`]).
     pub fn remove(&self, handle: MPI_Comm) -> Option<&'static Comm> {
         let comm = self.comms.write().remove(&handle.key())?;
         if !self.multiple {
@@ -223,10 +233,11 @@ impl CommTable {
             unsafe { self.recent.get_ref() }.clear();
         }
         comm.forget();
-        self.retired
-            .lock()
-            .add(comm, self.process.clock.elapsed_ns());
-        comm.clear();
+        let now = self.process.clock.elapsed_ns();
+        match comm.try_retire() {
+            Some(tally) => self.retired.lock().add(comm, &tally, now),
+            None => self.retiring.lock().push((comm, now)),
+        }
         Some(comm)
     }
 
@@ -234,8 +245,14 @@ impl CommTable {
     pub fn totals(&self) -> Totals {
         let now = self.process.clock.elapsed_ns();
         let mut totals = self.retired.lock().clone();
-        for comm in self.comms.read().values() {
-            totals.add(comm, now);
+        // Not under the table's locks: a communicator's lock comes before them (`remove`).
+        let retiring = self.retiring.lock().clone();
+        for (comm, freed) in retiring {
+            totals.add(comm, &comm.tally(), freed);
+        }
+        let known: Vec<&'static Comm> = self.comms.read().values().copied().collect();
+        for comm in known {
+            totals.add(comm, &comm.tally(), now);
         }
         totals
     }

@@ -11,8 +11,8 @@
 # CONFIG is ENGINE/TAKEOVER/COLL (e.g. col+pnp/flip:3/shim) or native; TAKEOVER auto:D is auto
 # with MATCHSHIM_TAKEOVER_DEPTH=D. Seed S runs with 2 + S % 3 ranks. By default the seeds are
 # spread over one configuration per engine, the takeover modes (auto always flip:1 flip:2 flip:3
-# flip:7 auto:1) and MATCHSHIM_COLL (shim native) turning with them; --all-configs spreads them
-# over every combination, MATCHSHIM_COLL=auto too. A divergence prints the command
+# flip:7 auto:1) and MATCHSHIM_COLL (auto shim native) turning with them, col+pnp with the
+# defaults; --all-configs spreads them over every combination. A divergence prints the command
 # that replays it (minimised to the units that still fail). --regressions replays the seeds in
 # ci/fuzz/regressions. --threads T: MPI_THREAD_MULTIPLE, T threads a rank running plans at once
 # (docs/testing.md). --asserts: the seeds' communicators make MPI-4 matching assertions

@@ -678,16 +678,17 @@ pub unsafe fn all(
         // An operation of the shim's that another thread's progress failed after the test
         // above MPICH completes as a success (see `all_failed_mpich`): as in `some`, its status
         // gets its error and every other status its own code.
-        if cfg!(mpich) && code == abi().success && all_done.get() != 0 {
-            let failed: Vec<Option<Code>> = entries.iter().map(Entry::failed).collect();
-            if failed.iter().any(Option::is_some) {
-                if !statuses_ignored(statuses) {
-                    for (i, err) in failed.into_iter().enumerate() {
-                        (*statuses.add(i)).MPI_ERROR = err.unwrap_or(abi().success);
-                    }
+        if cfg!(mpich)
+            && code == abi().success
+            && all_done.get() != 0
+            && entries.iter().any(|e| e.failed().is_some())
+        {
+            if !statuses_ignored(statuses) {
+                for (i, entry) in entries.iter().enumerate() {
+                    (*statuses.add(i)).MPI_ERROR = entry.failed().unwrap_or(abi().success);
                 }
-                return Err(rt.raise(abi().comm_world, abi().err_in_status));
             }
+            return Err(rt.raise(abi().comm_world, abi().err_in_status));
         }
         Ok(code)
     }

@@ -154,7 +154,7 @@ impl Handed {
 fn completed_by_mpi(rt: &Runtime, handle: MPI_Request, known: &Option<Request>) {
     if let Some(request) = known {
         if matches!(request, Request::Delegated(_)) {
-            rt.requests.remove(handle);
+            rt.requests.remove_if_still(handle, request);
         }
         request.completed_in_mpi();
     }
@@ -465,7 +465,7 @@ fn hand_to_mpi(
             Entry::Shim(Request::Persistent(p), _) => {
                 p.end_shim_run();
             }
-            Entry::Shim(_, _) => rt.requests.remove(user[i]),
+            Entry::Shim(entry, _) => rt.requests.remove_if_still(user[i], entry),
         }
     }
     for (i, slot) in user.iter_mut().enumerate() {

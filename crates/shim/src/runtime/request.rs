@@ -223,6 +223,18 @@ impl Request {
         }
     }
 
+    /// Whether `other` is this registration, not a later one under a handle MPI reused.
+    /// Delegated receives of one communicator are alike: telling them apart only moves
+    /// takeover counts.
+    fn is(&self, other: &Request) -> bool {
+        match (self, other) {
+            (Request::Op(a), Request::Op(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            (Request::Persistent(a), Request::Persistent(b)) => Arc::ptr_eq(a, b),
+            (Request::Delegated(a), Request::Delegated(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+
     /// MPI completed (or the user freed) the request: what the shim counted for it goes.
     pub fn completed_in_mpi(&self) {
         match self {
@@ -716,6 +728,17 @@ impl Registry {
     pub fn remove(&self, handle: MPI_Request) {
         let mut table = self.table.lock();
         self.remove_locked(&mut table, handle.key());
+    }
+
+    /// Removes `handle`'s entry if it is still `known`, after an MPI call that completed and
+    /// freed the handle: at `MPI_THREAD_MULTIPLE` another thread may have been given the
+    /// same handle by MPI, and registered it, since.
+    pub fn remove_if_still(&self, handle: MPI_Request, known: &Request) {
+        let key = handle.key();
+        let mut table = self.table.lock();
+        if table.requests.get(&key).is_some_and(|r| r.is(known)) {
+            self.remove_locked(&mut table, key);
+        }
     }
 
     fn remove_locked(&self, table: &mut Table, key: usize) -> Option<Request> {

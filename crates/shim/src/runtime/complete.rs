@@ -676,19 +676,9 @@ pub unsafe fn all(
             *flag = all_done.get();
         }
         // An operation of the shim's that another thread's progress failed after the test
-        // above MPICH completes as a success (see `all_failed_mpich`): as in `some`, its status
-        // gets its error and every other status its own code.
-        if cfg!(mpich)
-            && code == abi().success
-            && all_done.get() != 0
-            && entries.iter().any(|e| e.failed().is_some())
-        {
-            if !statuses_ignored(statuses) {
-                for (i, entry) in entries.iter().enumerate() {
-                    (*statuses.add(i)).MPI_ERROR = entry.failed().unwrap_or(abi().success);
-                }
-            }
-            return Err(rt.raise(abi().comm_world, abi().err_in_status));
+        // above.
+        if cfg!(mpich) && code == abi().success && all_done.get() != 0 {
+            return late_failures(rt, n, |i| &entries[i], statuses, code);
         }
         Ok(code)
     }
@@ -957,32 +947,54 @@ pub unsafe fn some(
         if !cfg!(mpich) {
             return Ok(code);
         }
-        // MPICH saw a failed operation of the shim's complete as a success (see
-        // `all_failed_mpich`): its status gets its error and, as MPICH writes when one of the
-        // requests failed, every other status its own code.
         let out = (*outcount).max(0) as usize;
-        let ignored = statuses_ignored(statuses);
-        let mut any_failed = false;
-        for k in 0..out {
-            if let Some(err) = entries[*indices.add(k) as usize].failed() {
-                any_failed = true;
-                if !ignored {
-                    (*statuses.add(k)).MPI_ERROR = err;
-                }
-            }
-        }
-        if !any_failed || code == abi().err_in_status {
-            return Ok(code);
-        }
-        if !ignored {
-            for k in 0..out {
-                if entries[*indices.add(k) as usize].failed().is_none() {
-                    (*statuses.add(k)).MPI_ERROR = abi().success;
-                }
-            }
-        }
-        Err(rt.raise(abi().comm_world, abi().err_in_status))
+        late_failures(
+            rt,
+            out,
+            |k| &entries[*indices.add(k) as usize],
+            statuses,
+            code,
+        )
     }
+}
+
+/// After MPICH's multiple-completion call that returned `code` with `completed` statuses,
+/// status `k` that of `entry(k)`: MPICH saw a failed operation of the shim's complete as a
+/// success (see `all_failed_mpich`; another thread's progress may fail one after the call's
+/// test), so its status gets its error and, as MPICH writes when one of the requests failed,
+/// every other status its own code, with `MPI_ERR_IN_STATUS` raised once through
+/// `MPI_COMM_WORLD` (a call that already returned it keeps the other codes MPI wrote).
+///
+/// # Safety
+/// `statuses` is the caller's, `MPI_STATUSES_IGNORE` or holding `completed` statuses.
+unsafe fn late_failures<'a>(
+    rt: &Runtime,
+    completed: usize,
+    entry: impl Fn(usize) -> &'a Entry,
+    statuses: *mut MPI_Status,
+    code: Code,
+) -> Result<Code, Error> {
+    let ignored = statuses_ignored(statuses);
+    let mut any_failed = false;
+    for k in 0..completed {
+        if let Some(err) = entry(k).failed() {
+            any_failed = true;
+            if !ignored {
+                // SAFETY: as the caller promises.
+                unsafe { (*statuses.add(k)).MPI_ERROR = err };
+            }
+        }
+    }
+    if !any_failed || code == abi().err_in_status {
+        return Ok(code);
+    }
+    if !ignored {
+        for k in (0..completed).filter(|&k| entry(k).failed().is_none()) {
+            // SAFETY: as above.
+            unsafe { (*statuses.add(k)).MPI_ERROR = abi().success };
+        }
+    }
+    Err(rt.raise(abi().comm_world, abi().err_in_status))
 }
 
 pub unsafe fn request_free(rt: &Runtime, request: *mut MPI_Request) -> Result<Code, Error> {

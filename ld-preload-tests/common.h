@@ -161,6 +161,30 @@ static inline int t_finish(void)
     return any ? 1 : 0;
 }
 
+/* Reads the shim's MPI_T variable `name` of class `var_class` for `comm` into `value`: 0 where
+ * MPI has no such variable (natively). MPI_T is initialised once for the program (MPICH
+ * 4.0.2's MPI_T_pvar_get_num crashes after MPI_T_finalize and a second MPI_T_init_thread). */
+static int t_mpit_initialised;
+
+static inline int shim_pvar(MPI_Comm comm, const char *name, int var_class,
+                            unsigned long long *value)
+{
+    int provided, index, count;
+    MPI_T_pvar_session session;
+    MPI_T_pvar_handle handle;
+    if (!t_mpit_initialised++)
+        CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    if (MPI_T_pvar_get_index(name, var_class, &index) != MPI_SUCCESS)
+        return 0;
+    *value = 0;
+    CHK(MPI_T_pvar_session_create(&session));
+    CHK(MPI_T_pvar_handle_alloc(session, index, &comm, &handle, &count));
+    CHK(MPI_T_pvar_read(session, handle, value));
+    CHK(MPI_T_pvar_handle_free(session, &handle));
+    CHK(MPI_T_pvar_session_free(&session));
+    return 1;
+}
+
 /* Deterministic payload so corruption and reordering are detectable. */
 static inline int pat(int src, int tag, int seq, int i)
 {

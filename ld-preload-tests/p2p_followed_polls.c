@@ -107,26 +107,11 @@ static void polls(int call)
     report(call_names[call]);
 }
 
-/* The shim's MPI_T variable `name` of class `var_class` for MPI_COMM_WORLD, with MPI_T
- * initialised once for the program (MPICH 4.0.2's MPI_T_pvar_get_num crashes after
- * MPI_T_finalize and a second MPI_T_init_thread). */
-static int mpit_initialised;
-
+/* The shim's MPI_T variable `name` of class `var_class` for MPI_COMM_WORLD. */
 static unsigned long long world_pvar(const char *name, int var_class)
 {
-    int provided, index, count;
     unsigned long long value = 0;
-    MPI_T_pvar_session session;
-    MPI_T_pvar_handle handle;
-    MPI_Comm world = MPI_COMM_WORLD;
-    if (!mpit_initialised++)
-        CHK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
-    CHK(MPI_T_pvar_session_create(&session));
-    CHK(MPI_T_pvar_get_index(name, var_class, &index));
-    CHK(MPI_T_pvar_handle_alloc(session, index, &world, &handle, &count));
-    CHK(MPI_T_pvar_read(session, handle, &value));
-    CHK(MPI_T_pvar_handle_free(session, &handle));
-    CHK(MPI_T_pvar_session_free(&session));
+    EXPECT(shim_pvar(MPI_COMM_WORLD, name, var_class, &value), "no MPI_T variable %s", name);
     return value;
 }
 

@@ -153,10 +153,12 @@ impl Handed {
 /// Bookkeeping once MPI completed a request the shim knows (it is gone from MPI now).
 fn completed_by_mpi(rt: &Runtime, handle: MPI_Request, known: &Option<Request>) {
     if let Some(request) = known {
-        if matches!(request, Request::Delegated(_)) {
-            rt.requests.remove_if_still(handle, request);
+        // A followed receive is counted out with its entry, once: here, or where MPI gave
+        // its handle to another thread's new request first (`Registry::insert`).
+        if !matches!(request, Request::Delegated(_)) || rt.requests.remove_if_still(handle, request)
+        {
+            request.completed_in_mpi();
         }
-        request.completed_in_mpi();
     }
 }
 
@@ -465,7 +467,9 @@ fn hand_to_mpi(
             Entry::Shim(Request::Persistent(p), _) => {
                 p.end_shim_run();
             }
-            Entry::Shim(entry, _) => rt.requests.remove_if_still(user[i], entry),
+            Entry::Shim(entry, _) => {
+                rt.requests.remove_if_still(user[i], entry);
+            }
         }
     }
     for (i, slot) in user.iter_mut().enumerate() {

@@ -535,9 +535,16 @@ impl Registry {
                 slot.key.store(key, Release);
             }
         }
-        table.requests.insert(key, request);
+        let replaced = table.requests.insert(key, request);
         self.refresh_sole(&table);
         self.filter.fetch_or(filter_bit(key), Release);
+        drop(table);
+        // MPI gives out only a freed handle, so the old request is over: what the shim counted
+        // for it goes (at MPI_THREAD_MULTIPLE another thread's completion may not have
+        // removed it yet, or may remove this one instead; the counts then stay whole).
+        if let Some(old) = replaced {
+            old.completed_in_mpi();
+        }
     }
 
     #[inline]
@@ -732,13 +739,16 @@ impl Registry {
 
     /// Removes `handle`'s entry if it is still `known`, after an MPI call that completed and
     /// freed the handle: at `MPI_THREAD_MULTIPLE` another thread may have been given the
-    /// same handle by MPI, and registered it, since.
-    pub fn remove_if_still(&self, handle: MPI_Request, known: &Request) {
+    /// same handle by MPI, and registered it, since ([`Registry::insert`] then counted
+    /// `known` out). Whether it removed it.
+    pub fn remove_if_still(&self, handle: MPI_Request, known: &Request) -> bool {
         let key = handle.key();
         let mut table = self.table.lock();
-        if table.requests.get(&key).is_some_and(|r| r.is(known)) {
+        let still = table.requests.get(&key).is_some_and(|r| r.is(known));
+        if still {
             self.remove_locked(&mut table, key);
         }
+        still
     }
 
     fn remove_locked(&self, table: &mut Table, key: usize) -> Option<Request> {

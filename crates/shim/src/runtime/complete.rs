@@ -234,6 +234,7 @@ impl Done {
     ///
     /// # Safety
     /// The pointers are the call's outputs, which MPI wrote.
+    #[inline(always)]
     unsafe fn each(self, count: usize, mut f: impl FnMut(usize)) {
         let at = |p: *const c_int| -> Option<usize> {
             // SAFETY: as the caller promises.

@@ -185,49 +185,49 @@ static void t_intercomm(void)
     report("intercomm");
 }
 
-/* Communicators made by MPI_Comm_idup, a call the shim does not intercept: first of a split
- * with reversed ranks, then (its handle freed, MPI may give it again) of MPI_COMM_WORLD. On
- * each, a ring with wildcard receives posted before the messages: the shim learns the
- * communicator at its first use and matches on it with its own ranks and size. */
+/* A ring on a communicator MPI_Comm_idup makes of `parent` (a call the shim does not
+ * intercept), wildcard receives posted before the messages: the shim learns the communicator
+ * at its first use and matches on it with its own ranks and size. Freed after. */
+static void idup_ring(MPI_Comm parent, int k)
+{
+    MPI_Comm c;
+    MPI_Request req;
+    CHK(MPI_Comm_idup(parent, &c, &req));
+    CHK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    int r, n;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    int out[M][N], in[M][N];
+    MPI_Request rr[M], sr[M];
+    MPI_Status st[M];
+    for (int i = 0; i < M; i++)
+        CHK(MPI_Irecv(in[i], N, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, c, &rr[i]));
+    MPI_Barrier(c);
+    for (int i = 0; i < M; i++) {
+        fill(out[i], N, r, 300 + k, i);
+        CHK(MPI_Isend(out[i], N, MPI_INT, next, 9 + i % 2, c, &sr[i]));
+    }
+    CHK(MPI_Waitall(M, rr, st));
+    CHK(MPI_Waitall(M, sr, MPI_STATUSES_IGNORE));
+    for (int i = 0; i < M; i++) {
+        EXPECT(bad_at(in[i], N, prev, 300 + k, i) < 0, "idup %d: receive %d wrong", k, i);
+        EXPECT(st[i].MPI_SOURCE == prev && st[i].MPI_TAG == 9 + i % 2,
+               "idup %d: receive %d status source %d tag %d, expected %d %d", k, i,
+               st[i].MPI_SOURCE, st[i].MPI_TAG, prev, 9 + i % 2);
+    }
+    MPI_Comm_free(&c);
+}
+
+/* idup_ring of a split with reversed ranks, then (that handle freed, MPI may give it again)
+ * of MPI_COMM_WORLD. */
 static void t_idup(void)
 {
-    MPI_Comm sub, made[2];
-    MPI_Request req;
+    MPI_Comm sub;
     MPI_Comm_split(MPI_COMM_WORLD, t_rank % 2, -t_rank, &sub);
-    CHK(MPI_Comm_idup(sub, &made[0], &req));
-    CHK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    idup_ring(sub, 0);
     MPI_Comm_free(&sub);
-    for (int k = 0; k < 2; k++) {
-        if (k == 1) {
-            MPI_Comm_free(&made[0]);
-            CHK(MPI_Comm_idup(MPI_COMM_WORLD, &made[1], &req));
-            CHK(MPI_Wait(&req, MPI_STATUS_IGNORE));
-        }
-        MPI_Comm c = made[k];
-        int r, n;
-        MPI_Comm_rank(c, &r);
-        MPI_Comm_size(c, &n);
-        int next = (r + 1) % n, prev = (r + n - 1) % n;
-        int out[M][N], in[M][N];
-        MPI_Request rr[M], sr[M];
-        MPI_Status st[M];
-        for (int i = 0; i < M; i++)
-            CHK(MPI_Irecv(in[i], N, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, c, &rr[i]));
-        MPI_Barrier(c);
-        for (int i = 0; i < M; i++) {
-            fill(out[i], N, r, 300 + k, i);
-            CHK(MPI_Isend(out[i], N, MPI_INT, next, 9 + i % 2, c, &sr[i]));
-        }
-        CHK(MPI_Waitall(M, rr, st));
-        CHK(MPI_Waitall(M, sr, MPI_STATUSES_IGNORE));
-        for (int i = 0; i < M; i++) {
-            EXPECT(bad_at(in[i], N, prev, 300 + k, i) < 0, "idup %d: receive %d wrong", k, i);
-            EXPECT(st[i].MPI_SOURCE == prev && st[i].MPI_TAG == 9 + i % 2,
-                   "idup %d: receive %d status source %d tag %d, expected %d %d", k, i,
-                   st[i].MPI_SOURCE, st[i].MPI_TAG, prev, 9 + i % 2);
-        }
-    }
-    MPI_Comm_free(&made[1]);
+    idup_ring(MPI_COMM_WORLD, 1);
     report("idup_learned_at_first_use");
 }
 

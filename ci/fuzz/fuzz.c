@@ -6,13 +6,15 @@
  * starts, so any subset of them is a valid program too (the minimiser drops units):
  *   - p2p: messages between ranks with every send mode (blocking, nonblocking, persistent,
  *     buffered, ready, synchronous), received early (posted before the sends) or late, by
- *     Irecv, Recv, persistent receives (restarted), Probe/Iprobe + Recv, Mprobe/Improbe +
- *     Mrecv/Imrecv, wildcards (ANY_SOURCE, ANY_TAG, both), derived datatypes, zero-size and
- *     truncated messages, cancels (of receives that cannot match, and of receives racing their
- *     message), nonblocking collectives among them, every completion call over mixed arrays;
+ *     Irecv, Recv, persistent receives (restarted; early ones started together by
+ *     MPI_Startall in some runs), Probe/Iprobe + Recv, Mprobe/Improbe + Mrecv/Imrecv,
+ *     wildcards (ANY_SOURCE, ANY_TAG, both), derived datatypes, zero-size and truncated
+ *     messages, cancels (of nonblocking or persistent receives that cannot match, and of
+ *     receives racing their message), nonblocking collectives among them, every completion
+ *     call over mixed arrays;
  *   - coll: blocking and nonblocking collectives with checked results;
- *   - comm: a duplicate or split of the seed's communicator with a p2p unit on it, freed while
- *     a receive on it is pending.
+ *   - comm: a duplicate (by MPI_Comm_dup or MPI_Comm_idup) or split of the seed's
+ *     communicator with a p2p unit on it, freed while a receive on it is pending.
  *
  * Deadlock freedom: a receiver's receives of one class (the messages a wildcard receive could
  * take) are posted specific ones first, wildcards after, so every message has a receive
@@ -400,7 +402,10 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int keeps)
             }
         }
     }
-    /* Receives nothing matches, cancelled. */
+    /* Receives nothing matches, cancelled; persistent ones in half the plans (chosen from the
+     * generator's state, drawing nothing from it). */
+    struct rng peek = {g->s ^ 0xa0761d6478bd642full};
+    int idle_kind = chance(&peek, 50) ? PERSIST : IRECV;
     int idle = pick(g, 3);
     for (int i = 0; i < idle && nr < MAXR; i++) {
         struct recv *v = &p->r[nr++];
@@ -410,7 +415,7 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int keeps)
         v->src = any_source ? MPI_ANY_SOURCE : pick(g, n);
         v->tag = IDLE_TAG + i;
         v->cap = 4;
-        v->kind = IRECV;
+        v->kind = idle_kind;
         v->early = 1;
         v->cancel = CANCEL_IDLE;
         v->group = -1;
@@ -709,6 +714,7 @@ struct run {
     MPI_Request creq[MAXC];
     long *posts; /* this rank's posting order, over the plans running at once */
     MPI_Datatype vec;
+    int start_together; /* early persistent receives start by MPI_Startall where they may */
 };
 
 static void pool_add(struct run *x, MPI_Request req, int kind, int idx)
@@ -730,29 +736,63 @@ static MPI_Datatype recv_type(struct run *x, const struct recv *v, int *count)
     return v->vec ? x->vec : MPI_INT;
 }
 
+/* Receive i's persistent request, made at its group's first start. */
+static MPI_Request *persistent_recv(struct run *x, int i)
+{
+    const struct recv *v = &x->p->r[i];
+    int first = v->group >= 0 ? v->group : i;
+    if (x->preq[first] == MPI_REQUEST_NULL) {
+        int count;
+        MPI_Datatype type = recv_type(x, v, &count);
+        int rc = MPI_Recv_init(x->rbuf[first], count, type, v->src, v->tag, x->comm,
+                               &x->preq[first]);
+        if (rc != MPI_SUCCESS)
+            fail("Recv_init: error %d", err_class(rc));
+    }
+    return &x->preq[first];
+}
+
 static void post_recv(struct run *x, int i)
 {
     const struct recv *v = &x->p->r[i];
-    int count;
-    MPI_Datatype type = recv_type(x, v, &count);
     x->out[i].post = (*x->posts)++;
     int rc;
     if (v->kind == PERSIST) {
-        int first = v->group >= 0 ? v->group : i;
-        if (x->preq[first] == MPI_REQUEST_NULL) {
-            rc = MPI_Recv_init(x->rbuf[first], count, type, v->src, v->tag, x->comm,
-                               &x->preq[first]);
-            if (rc != MPI_SUCCESS)
-                fail("Recv_init: error %d", err_class(rc));
-        }
-        x->rreq[i] = x->preq[first];
+        x->rreq[i] = *persistent_recv(x, i);
         rc = MPI_Start(&x->rreq[i]);
     } else {
+        int count;
+        MPI_Datatype type = recv_type(x, v, &count);
         rc = MPI_Irecv(x->rbuf[i], count, type, v->src, v->tag, x->comm, &x->rreq[i]);
     }
     if (rc != MPI_SUCCESS)
         fail("recv %d: post: error %d", i, err_class(rc));
     pool_add(x, x->rreq[i], P_RECV, i);
+}
+
+/* Whether one message could match both receives. */
+static int overlap(const struct recv *a, const struct recv *b)
+{
+    return (a->src == MPI_ANY_SOURCE || b->src == MPI_ANY_SOURCE || a->src == b->src) &&
+           (a->tag == MPI_ANY_TAG || b->tag == MPI_ANY_TAG || a->tag == b->tag);
+}
+
+/* Starts the persistent receives `batch` (n of them) with one MPI_Startall, which may start
+ * them in any order: the caller gives it receives no message could match two of. */
+static void start_all(struct run *x, const int *batch, int n)
+{
+    MPI_Request reqs[MAXR];
+    for (int k = 0; k < n; k++) {
+        x->out[batch[k]].post = (*x->posts)++;
+        reqs[k] = *persistent_recv(x, batch[k]);
+    }
+    int rc = MPI_Startall(n, reqs);
+    if (rc != MPI_SUCCESS)
+        fail("Startall of %d receives: error %d", n, err_class(rc));
+    for (int k = 0; k < n; k++) {
+        x->rreq[batch[k]] = reqs[k];
+        pool_add(x, reqs[k], P_RECV, batch[k]);
+    }
 }
 
 /* Which message the receive got, from its payload or (zero-size, truncated) its envelope. */
@@ -1324,9 +1364,26 @@ static void run_setup(struct run *x, const struct p2p *p, MPI_Comm comm, MPI_Com
 static void run_early(struct run *x)
 {
     const struct p2p *p = x->p;
-    for (int i = 0; i < p->nr; i++)
-        if (p->r[i].rank == x->rank && p->r[i].early)
+    /* consecutive persistent receives that no message could match two of */
+    int together = x->start_together, batch[MAXR], n = 0;
+    for (int i = 0; i < p->nr; i++) {
+        const struct recv *v = &p->r[i];
+        if (v->rank != x->rank || !v->early)
+            continue;
+        int joins = together && v->kind == PERSIST;
+        for (int k = 0; joins && k < n; k++)
+            joins = !overlap(&p->r[batch[k]], v);
+        if (!joins && n > 0) {
+            start_all(x, batch, n);
+            n = 0;
+        }
+        if (together && v->kind == PERSIST)
+            batch[n++] = i;
+        else
             post_recv(x, i);
+    }
+    if (n > 0)
+        start_all(x, batch, n);
     for (int c = 0; c < p->nc; c++) {
         int rc = coll_start(&p->c[c], x->sync, x->cbuf[c], &x->creq[c]);
         if (rc != MPI_SUCCESS)
@@ -1466,8 +1523,12 @@ static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, const MPI_
     struct pool *pool = calloc(1, sizeof *pool);
     long posts = 0;
     pool->g.s = run_seed;
-    for (int i = 0; i < k; i++)
+    /* In half the runs, drawing nothing from the seed's generators. */
+    struct rng choice = {run_seed ^ 0x5851f42d4c957f2dull};
+    for (int i = 0; i < k; i++) {
         run_setup(&x[i], plans[i], comms[i], syncs[i], msg_id0 + 100 * i, pool, &posts);
+        x[i].start_together = chance(&choice, 50);
+    }
     for (int i = 0; i < k; i++)
         run_early(&x[i]);
     if (asserting != MPI_COMM_NULL)
@@ -1533,14 +1594,31 @@ static void run_p2p(const struct p2p *p, MPI_Comm comm, MPI_Comm sync, int msg_i
 
 /* ---- comm unit --------------------------------------------------------------------------- */
 
-static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 run_seed)
+/* unit_seed: the unit's, alike on every rank; run_seed: this rank's (see run_lane). */
+static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 unit_seed,
+                     u64 run_seed)
 {
     MPI_Comm sub;
     int r;
     MPI_Comm_rank(base, &r);
-    int rc = u->split ? MPI_Comm_split(base, u->color[r], u->key[r], &sub) : MPI_Comm_dup(base, &sub);
+    /* A duplicate is made by MPI_Comm_idup in half the units, alike on every rank (drawing
+     * nothing from the seed's generators). */
+    struct rng choice = {unit_seed ^ 0x5851f42d4c957f2dull};
+    int nonblocking = !u->split && chance(&choice, 50);
+    int rc;
+    if (u->split) {
+        rc = MPI_Comm_split(base, u->color[r], u->key[r], &sub);
+    } else if (nonblocking) {
+        MPI_Request req;
+        rc = MPI_Comm_idup(base, &sub, &req);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        rc = MPI_Comm_dup(base, &sub);
+    }
     if (rc != MPI_SUCCESS) {
-        fail("Comm_%s: error class %d", u->split ? "split" : "dup", err_class(rc));
+        fail("Comm_%s: error class %d", u->split ? "split" : nonblocking ? "idup" : "dup",
+             err_class(rc));
         return;
     }
     int k, sr;
@@ -1681,7 +1759,7 @@ static void *run_lane(void *arg)
             continue;
         unit_now = i;
         const struct unit *u = &pl->u[i];
-        u64 run_seed = seed * 1000003 + (u64)i * 7919 + (u64)me;
+        u64 unit_seed = seed * 1000003 + (u64)i * 7919, run_seed = unit_seed + (u64)me;
         int msg_id0 = 1000 * (i + 1);
         mix((u64)i << 48);
         switch (u->kind) {
@@ -1717,7 +1795,7 @@ static void *run_lane(void *arg)
             }
             break;
         case U_COMM:
-            run_comm(u, base, msg_id0, run_seed);
+            run_comm(u, base, msg_id0, unit_seed, run_seed);
             break;
         }
         /* every rank's lane stops after a unit that failed somewhere (profiling name: not

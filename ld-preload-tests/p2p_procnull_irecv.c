@@ -2,8 +2,9 @@
 /* native-known-fail: mpich */
 /* Nonblocking and persistent receives from MPI_PROC_NULL complete with
  * source PROC_NULL, tag ANY_TAG, count 0.  Native MPICH 4.0 reports source 0
- * tag 0 (Irecv) or an empty status (Recv_init), so this program is only
- * required to pass under the shim there. */
+ * tag 0 (Irecv) or an empty status (Recv_init), and counts a started persistent one
+ * inactive in the calls over several requests, so this program is only required to pass
+ * under the shim there. */
 #include "common.h"
 
 #define N 4
@@ -78,6 +79,37 @@ static void t_recv_init(void)
     report("recv_init_proc_null");
 }
 
+/* A started one is active until a completion call reports it: native MPICH 4.0 takes it for
+ * inactive in the calls over several requests (index and outcount MPI_UNDEFINED). */
+static void t_recv_init_multi(void)
+{
+    int buf[N], idx = -1, flag = 0, outcount = -1, indices[1];
+    MPI_Request r;
+    MPI_Status st;
+    CHK(MPI_Recv_init(buf, N, MPI_INT, MPI_PROC_NULL, 9, MPI_COMM_WORLD, &r));
+    CHK(MPI_Start(&r));
+    for (double t0 = MPI_Wtime(); !flag && MPI_Wtime() - t0 < 5;)
+        CHK(MPI_Testany(1, &r, &idx, &flag, &st));
+    EXPECT(flag && idx == 0, "Testany: flag %d index %d", flag, idx);
+    expect_null_status(&st, "Recv_init+Start+Testany");
+    CHK(MPI_Start(&r));
+    CHK(MPI_Waitany(1, &r, &idx, &st));
+    EXPECT(idx == 0, "Waitany: index %d", idx);
+    expect_null_status(&st, "Recv_init+Start+Waitany");
+    CHK(MPI_Start(&r));
+    CHK(MPI_Waitsome(1, &r, &outcount, indices, &st));
+    EXPECT(outcount == 1 && indices[0] == 0, "Waitsome: outcount %d", outcount);
+    expect_null_status(&st, "Recv_init+Start+Waitsome");
+    CHK(MPI_Start(&r));
+    outcount = 0;
+    for (double t0 = MPI_Wtime(); outcount == 0 && MPI_Wtime() - t0 < 5;)
+        CHK(MPI_Testsome(1, &r, &outcount, indices, &st));
+    EXPECT(outcount == 1 && indices[0] == 0, "Testsome: outcount %d", outcount);
+    expect_null_status(&st, "Recv_init+Start+Testsome");
+    CHK(MPI_Request_free(&r));
+    report("recv_init_proc_null_multi");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -85,5 +117,6 @@ int main(int argc, char **argv)
     t_irecv_test();
     t_irecv_multi();
     t_recv_init();
+    t_recv_init_multi();
     return t_finish();
 }

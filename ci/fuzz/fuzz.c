@@ -9,9 +9,9 @@
  *     Irecv, Recv, persistent receives (restarted; early ones started together by
  *     MPI_Startall in some runs), Probe/Iprobe + Recv, Mprobe/Improbe + Mrecv/Imrecv,
  *     wildcards (ANY_SOURCE, ANY_TAG, both), derived datatypes, zero-size and truncated
- *     messages, cancels (of nonblocking or persistent receives that cannot match, and of
- *     receives racing their message), nonblocking collectives among them, every completion
- *     call over mixed arrays;
+ *     messages, receives from MPI_PROC_NULL, cancels (of nonblocking or persistent receives
+ *     that cannot match, and of receives racing their message), nonblocking collectives among
+ *     them, every completion call over mixed arrays;
  *   - coll: blocking and nonblocking collectives with checked results;
  *   - comm: a duplicate (by MPI_Comm_dup or MPI_Comm_idup) or split of the seed's
  *     communicator with a p2p unit on it, freed while a receive on it is pending.
@@ -421,6 +421,22 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int keeps)
         v->group = -1;
         v->pair = -1;
         v->exact = 1;
+    }
+    /* Receives from MPI_PROC_NULL, which complete at once (also chosen from `peek`). */
+    int nulls = pick(&peek, 3);
+    for (int i = 0; i < nulls && nr < MAXR; i++) {
+        struct recv *v = &p->r[nr++];
+        memset(v, 0, sizeof *v);
+        v->rank = pick(&peek, n);
+        v->src = MPI_PROC_NULL;
+        v->tag = chance(&peek, 50) ? MPI_ANY_TAG : IDLE_TAG + 10 + i;
+        v->cap = 4;
+        /* MPICH 4.0.2 takes a started persistent one for inactive in MPI_Testany and
+         * MPI_Waitsome natively (ci/fuzz/known/mpich-procnull-persistent.c) */
+        v->kind = chance(&peek, 50) && !MPICH ? PERSIST : IRECV;
+        v->early = 1;
+        v->group = -1;
+        v->pair = -1;
     }
     p->nr = nr;
     /* Sends that may block or need their receive posted: only to classes all posted early
@@ -837,6 +853,15 @@ static void recv_done(struct run *x, int i, MPI_Status *st, int err, int vec, in
     int bytes = -1;
     MPI_Get_count(st, MPI_BYTE, &bytes);
     o->bytes = bytes;
+    if (v->src == MPI_PROC_NULL) {
+        note("recv %d from MPI_PROC_NULL: src %d tag %d bytes %d err %d", i, o->src, o->tag,
+             bytes, o->err);
+        /* MPICH 4.0.2 writes another status for a nonblocking or persistent one natively */
+        if (!MPICH && (o->src != MPI_PROC_NULL || o->tag != MPI_ANY_TAG || bytes != 0))
+            fail("recv %d from MPI_PROC_NULL: status src %d tag %d bytes %d", i, o->src, o->tag,
+                 bytes);
+        return;
+    }
     /* the data as ints, in message order */
     int first = v->group >= 0 ? v->group : i;
     const int *buf = v->kind == PERSIST ? x->rbuf[first] : x->rbuf[i];

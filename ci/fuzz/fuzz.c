@@ -429,7 +429,7 @@ static void gen_p2p(struct rng *g, struct p2p *p, int n, int keeps)
         memset(v, 0, sizeof *v);
         v->rank = pick(&peek, n);
         v->src = MPI_PROC_NULL;
-        v->tag = chance(&peek, 50) ? MPI_ANY_TAG : IDLE_TAG + 10 + i;
+        v->tag = chance(&peek, 50) && !(keeps & NO_ANY_TAG) ? MPI_ANY_TAG : IDLE_TAG + 10 + i;
         v->cap = 4;
         /* MPICH 4.0.2 takes a started persistent one for inactive in MPI_Testany and
          * MPI_Waitsome natively (ci/fuzz/known/mpich-procnull-persistent.c) */

@@ -96,7 +96,9 @@ impl CollComm {
             return Ok(());
         }
         let mut creating = self.creating.lock();
-        if creating.is_some() {
+        // Under the lock again: another thread's `ready` may have installed the duplicate
+        // since, and a second idup here would be this rank's alone, never completing.
+        if creating.is_some() || self.dup.get().is_some() {
             return Ok(());
         }
         let mut out = Box::new(abi().comm_null);
@@ -271,7 +273,9 @@ impl Client for Collectives {
                 return true;
             }
             op.finish(schedule.err);
-            self.state(op.comm).finished(op.comm);
+            // The schedule's own state: the user may have freed the communicator, taking it
+            // out of the map, once `finish` let its request complete.
+            schedule.state().finished(op.comm);
             false
         });
         if running > 0 && list.is_empty() {

@@ -326,6 +326,11 @@ pub struct Schedule {
 unsafe impl Send for Schedule {}
 
 impl Schedule {
+    /// The collective state of the communicator it runs on.
+    pub fn state(&self) -> &CollComm {
+        &self.coll
+    }
+
     /// Moves the schedule on as far as it can without blocking; true once it is complete
     /// (`err` says how it ended).
     pub fn step(&mut self) -> bool {

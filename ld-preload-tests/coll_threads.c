@@ -9,11 +9,12 @@
  * joins: the free that waits for it never returns). Every result is checked. */
 #include "coll_common.h"
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define COMMS 30
 #define CALLS 8
 
-static volatile int t_done;
+static atomic_int t_done;
 
 static void *collectives(void *arg)
 {
@@ -39,7 +40,7 @@ static void *collectives(void *arg)
         }
         TCHK(c, MPI_Comm_free(&comm));
     }
-    t_done = 1;
+    atomic_store(&t_done, 1);
     return NULL;
 }
 
@@ -51,7 +52,7 @@ static void *poller(void *arg)
     MPI_Request req;
     TCHK(c, MPI_Comm_dup(MPI_COMM_SELF, &own));
     TCHK(c, MPI_Irecv(&in, 1, MPI_INT, 0, 1, own, &req));
-    while (!t_done && !c->fail)
+    while (!atomic_load(&t_done) && !c->fail)
         TCHK(c, MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
     TCHK(c, MPI_Send(&out, 1, MPI_INT, 0, 1, own));
     TCHK(c, MPI_Wait(&req, MPI_STATUS_IGNORE));

@@ -76,6 +76,10 @@ static u64 next(struct rng *r)
     return z ^ (z >> 31);
 }
 
+/* A generator for run-time choices apart from the one seeded with `s`, so that drawing them
+ * changes nothing else a seed does. */
+static struct rng apart_from(u64 s) { return (struct rng){s ^ 0x5851f42d4c957f2dull}; }
+
 static int pick(struct rng *r, int n) { return n <= 1 ? 0 : (int)(next(r) % (u64)n); }
 static int chance(struct rng *r, int percent) { return pick(r, 100) < percent; }
 
@@ -1395,14 +1399,14 @@ static void run_early(struct run *x)
         const struct recv *v = &p->r[i];
         if (v->rank != x->rank || !v->early)
             continue;
-        int joins = together && v->kind == PERSIST;
+        int batched = together && v->kind == PERSIST, joins = batched;
         for (int k = 0; joins && k < n; k++)
             joins = !overlap(&p->r[batch[k]], v);
         if (!joins && n > 0) {
             start_all(x, batch, n);
             n = 0;
         }
-        if (together && v->kind == PERSIST)
+        if (batched)
             batch[n++] = i;
         else
             post_recv(x, i);
@@ -1548,8 +1552,8 @@ static void run_p2ps(const struct p2p **plans, const MPI_Comm *comms, const MPI_
     struct pool *pool = calloc(1, sizeof *pool);
     long posts = 0;
     pool->g.s = run_seed;
-    /* In half the runs, drawing nothing from the seed's generators. */
-    struct rng choice = {run_seed ^ 0x5851f42d4c957f2dull};
+    /* In half the runs. */
+    struct rng choice = apart_from(run_seed);
     for (int i = 0; i < k; i++) {
         run_setup(&x[i], plans[i], comms[i], syncs[i], msg_id0 + 100 * i, pool, &posts);
         x[i].start_together = chance(&choice, 50);
@@ -1626,9 +1630,8 @@ static void run_comm(const struct unit *u, MPI_Comm base, int msg_id0, u64 unit_
     MPI_Comm sub;
     int r;
     MPI_Comm_rank(base, &r);
-    /* A duplicate is made by MPI_Comm_idup in half the units, alike on every rank (drawing
-     * nothing from the seed's generators). */
-    struct rng choice = {unit_seed ^ 0x5851f42d4c957f2dull};
+    /* A duplicate is made by MPI_Comm_idup in half the units, alike on every rank. */
+    struct rng choice = apart_from(unit_seed);
     int nonblocking = !u->split && chance(&choice, 50);
     int rc;
     if (u->split) {
